@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs what OpenClaw Compute needs to build and test, and nothing that is
+# already there. Idempotent: a second run changes nothing.
+#   Debian 12: apt-get (as root, or through sudo).
+#   macOS:     Homebrew (untested branch).
+set -euo pipefail
+
+DEBIAN_PACKAGES=(
+  build-essential cmake pkg-config
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev
+  libsqlite3-dev libsodium-dev nlohmann-json3-dev libcpp-httplib-dev
+  libcli11-dev libspdlog-dev libzstd-dev
+  libgtest-dev libbenchmark-dev
+  bubblewrap curl
+)
+BREW_PACKAGES=(cmake pkg-config grpc protobuf sqlite libsodium nlohmann-json
+  cpp-httplib cli11 spdlog zstd googletest google-benchmark)
+
+case "$(uname -s)" in
+  Linux)
+    missing=()
+    for p in "${DEBIAN_PACKAGES[@]}"; do
+      dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    if [ ${#missing[@]} -eq 0 ]; then
+      echo "setup: all packages present"
+      exit 0
+    fi
+    echo "setup: installing ${missing[*]}"
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -q
+    $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+    ;;
+  Darwin)
+    command -v brew >/dev/null || { echo "setup: Homebrew is required on macOS" >&2; exit 1; }
+    for p in "${BREW_PACKAGES[@]}"; do
+      brew list --versions "$p" >/dev/null 2>&1 || brew install "$p"
+    done
+    ;;
+  *)
+    echo "setup: unsupported system $(uname -s)" >&2; exit 1 ;;
+esac

@@ -1,0 +1,76 @@
+#include "common/crypto.h"
+
+#include <sodium.h>
+
+#include <cstdlib>
+#include <mutex>
+
+namespace claw {
+
+void InitCrypto() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (sodium_init() < 0) std::abort();  // no CSPRNG: nothing safe can run
+  });
+}
+
+std::string ToHex(std::string_view bytes) {
+  std::string out(bytes.size() * 2 + 1, '\0');
+  sodium_bin2hex(out.data(), out.size(), reinterpret_cast<const unsigned char*>(bytes.data()),
+                 bytes.size());
+  out.pop_back();
+  return out;
+}
+
+std::string Blake2bHex(std::string_view data) {
+  InitCrypto();
+  unsigned char h[32];
+  crypto_generichash(h, sizeof h, reinterpret_cast<const unsigned char*>(data.data()), data.size(),
+                     nullptr, 0);
+  return ToHex(std::string_view(reinterpret_cast<const char*>(h), sizeof h));
+}
+
+std::string RandomHex(size_t n) {
+  InitCrypto();
+  std::string bytes(n, '\0');
+  randombytes_buf(bytes.data(), n);
+  return ToHex(bytes);
+}
+
+KeyPair GenerateSigningKey() {
+  InitCrypto();
+  KeyPair kp;
+  kp.public_key.resize(crypto_sign_PUBLICKEYBYTES);
+  kp.secret_key.resize(crypto_sign_SECRETKEYBYTES);
+  crypto_sign_keypair(reinterpret_cast<unsigned char*>(kp.public_key.data()),
+                      reinterpret_cast<unsigned char*>(kp.secret_key.data()));
+  return kp;
+}
+
+std::string Sign(std::string_view message, const std::string& secret_key) {
+  InitCrypto();
+  std::string sig(crypto_sign_BYTES, '\0');
+  if (secret_key.size() != crypto_sign_SECRETKEYBYTES) return {};
+  crypto_sign_detached(reinterpret_cast<unsigned char*>(sig.data()), nullptr,
+                       reinterpret_cast<const unsigned char*>(message.data()), message.size(),
+                       reinterpret_cast<const unsigned char*>(secret_key.data()));
+  return sig;
+}
+
+bool Verify(std::string_view message, std::string_view signature, std::string_view public_key) {
+  InitCrypto();
+  if (signature.size() != crypto_sign_BYTES || public_key.size() != crypto_sign_PUBLICKEYBYTES) {
+    return false;
+  }
+  return crypto_sign_verify_detached(reinterpret_cast<const unsigned char*>(signature.data()),
+                                     reinterpret_cast<const unsigned char*>(message.data()),
+                                     message.size(),
+                                     reinterpret_cast<const unsigned char*>(public_key.data())) == 0;
+}
+
+bool EqualConstantTime(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  return sodium_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+}  // namespace claw

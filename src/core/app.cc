@@ -1,0 +1,21 @@
+#include "core/app.h"
+
+namespace claw {
+
+void AppRegistry::Register(std::unique_ptr<App> app) {
+  std::string name(app->Name());
+  apps_[name] = std::move(app);
+}
+
+const App* AppRegistry::Find(std::string_view name) const {
+  auto it = apps_.find(name);
+  return it == apps_.end() ? nullptr : it->second.get();
+}
+
+std::vector<std::string> AppRegistry::Names() const {
+  std::vector<std::string> names;
+  for (const auto& [name, app] : apps_) names.push_back(name);
+  return names;
+}
+
+}  // namespace claw

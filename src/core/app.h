@@ -1,0 +1,51 @@
+// App: one kind of workload. Adding a workload means one class here-shaped in
+// src/apps/ and one line in the registry.
+//
+//   Plan        job spec -> task specs (validates params; errors name the field)
+//   Run         one task's params -> its output bytes (runs in a worker process)
+//   Merge       all outputs, in task order -> the job's result (JSON)
+//   Equivalent  do two outputs of the same task agree? (exactly or within a
+//               tolerance, as the app's numerics demand)
+//
+// Implementations are stateless and thread-safe.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "core/types.h"
+
+namespace claw {
+
+class App {
+ public:
+  virtual ~App() = default;
+  virtual std::string_view Name() const = 0;
+  // On error: InvalidArgument naming the field ("params.paths: ...").
+  virtual Result<std::vector<TaskSpec>> Plan(const JobSpec& spec) const = 0;
+  // On error: the task failed (the reason is reported to the coordinator).
+  virtual Result<std::string> Run(std::string_view task_params) const = 0;
+  // `outputs[i]` is the output of task i. On error the job fails with it.
+  virtual Result<nlohmann::json> Merge(const JobSpec& spec,
+                                       const std::vector<std::string_view>& outputs) const = 0;
+  virtual bool Equivalent(std::string_view a, std::string_view b) const = 0;
+};
+
+// The apps a process knows, by name. Filled at start-up, read-only after.
+class AppRegistry {
+ public:
+  void Register(std::unique_ptr<App> app);
+  const App* Find(std::string_view name) const;  // nullptr if unknown
+  std::vector<std::string> Names() const;
+
+ private:
+  std::map<std::string, std::unique_ptr<App>, std::less<>> apps_;
+};
+
+}  // namespace claw

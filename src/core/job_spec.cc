@@ -1,0 +1,74 @@
+#include "core/job_spec.h"
+
+#include "core/json_fields.h"
+
+namespace claw {
+
+Result<JobSpec> ParseJobSpec(std::string_view json_text, const AppRegistry& apps) {
+  if (json_text.size() > kMaxSpecBytes) {
+    return ResourceExhausted("spec: " + std::to_string(json_text.size()) +
+                             " bytes is larger than the limit of " + std::to_string(kMaxSpecBytes));
+  }
+  nlohmann::json j = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    // Re-parse with exceptions only to obtain the position for the message.
+    try {
+      auto unused = nlohmann::json::parse(json_text);
+      (void)unused;
+    } catch (const nlohmann::json::parse_error& e) {
+      return InvalidArgument(std::string("spec: malformed JSON: ") + e.what());
+    }
+    return InvalidArgument("spec: malformed JSON");
+  }
+  if (!j.is_object()) return InvalidArgument("spec: must be a JSON object");
+
+  FieldReader f(j, "spec");
+  CLAW_RETURN_IF_ERROR(f.NoUnknownFields(
+      {"app", "name", "params", "tasks", "seed", "priority", "max_attempts", "task_timeout_s"}));
+  JobSpec spec;
+  auto app = f.String("app", 64, std::nullopt);
+  if (!app.ok()) return app.status();
+  if (!apps.Find(*app)) {
+    std::string known;
+    for (const auto& n : apps.Names()) known += (known.empty() ? "" : ", ") + n;
+    return InvalidArgument("spec.app: unknown app '" + *app + "' (known: " + known + ")");
+  }
+  spec.app = *app;
+  auto name = f.String("name", 128, "");
+  auto tasks = f.Integer("tasks", 0, kMaxTasksPerJob, 0);
+  auto seed = f.Unsigned("seed", 1);
+  auto priority = f.Integer("priority", -100, 100, 0);
+  auto attempts = f.Integer("max_attempts", 1, 20, 3);
+  auto timeout = f.Integer("task_timeout_s", 1, 7 * 24 * 3600, 3600);
+  for (const Status* st : {&name.status(), &tasks.status(), &seed.status(), &priority.status(),
+                           &attempts.status(), &timeout.status()}) {
+    if (!st->ok()) return *st;
+  }
+  spec.name = *name;
+  spec.tasks = static_cast<uint32_t>(*tasks);
+  spec.seed = *seed;
+  spec.priority = static_cast<int32_t>(*priority);
+  spec.max_attempts = static_cast<uint32_t>(*attempts);
+  spec.task_timeout = std::chrono::seconds(*timeout);
+  if (auto it = j.find("params"); it != j.end() && !it->is_null()) {
+    if (!it->is_object()) return InvalidArgument("spec.params: must be a JSON object");
+    spec.params = *it;
+  }
+  return spec;
+}
+
+Result<PlannedJob> ParseAndPlanJob(std::string_view json_text, const AppRegistry& apps) {
+  auto spec = ParseJobSpec(json_text, apps);
+  if (!spec.ok()) return spec.status();
+  auto tasks = apps.Find(spec->app)->Plan(*spec);
+  if (!tasks.ok()) return tasks.status();
+  if (tasks->empty()) return InvalidArgument("spec: the job plans no tasks");
+  if (tasks->size() > kMaxTasksPerJob) {
+    return InvalidArgument("spec.tasks: " + std::to_string(tasks->size()) +
+                           " tasks is more than the limit of " + std::to_string(kMaxTasksPerJob));
+  }
+  spec->tasks = static_cast<uint32_t>(tasks->size());
+  return PlannedJob{std::move(spec).value(), std::move(tasks).value()};
+}
+
+}  // namespace claw

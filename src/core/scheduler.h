@@ -1,0 +1,239 @@
+// Scheduler: the coordinator's state machine for jobs, tasks, leases and
+// agents. Pure logic: no I/O, no threads, no clock of its own — every call is
+// given `now`, and its effects come back as values:
+//
+//   * a StoreBatch (TakeBatch) that the caller must commit durably before it
+//     tells any agent or client about the change, and
+//   * Notices (TakeNotices): lease cancellations to send and jobs whose
+//     progress changed.
+//
+// Task life:  pending --lease--> leased --result--> done
+//                ^                  |  \--failure/expiry (attempts < max)--> pending
+//                |                  \--agent lost, returned--> pending (no attempt counted)
+//                '-- attempts exhausted: task failed, job failed
+//
+// A result counts only if it arrives on the task's active lease from the
+// agent holding it; anything else is reported as stale and changes nothing,
+// so duplicate reports after a reconnect are harmless.
+//
+// Not thread-safe: one owner (the coordinator, under its mutex) drives it.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "common/status.h"
+#include "core/app.h"
+#include "core/job_spec.h"
+#include "core/types.h"
+
+namespace claw {
+
+struct SchedulerOptions {
+  // Shortest lease granted; covers queueing on the agent and transport.
+  Duration min_lease = std::chrono::seconds(30);
+  // Lease length = max(min_lease, slack * task cost / device FLOPS), capped by
+  // the job's task_timeout.
+  double lease_slack = 4.0;
+  // How long the leases of an agent whose session dropped are kept for it to
+  // reconnect and claim them before they are re-issued to others.
+  Duration session_grace = std::chrono::seconds(15);
+  // FLOPS assumed for an agent that reported none.
+  double default_flops = 1e9;
+  // Most outstanding slots one agent may ask for.
+  uint32_t max_demand = 4096;
+};
+
+// ---- effects -------------------------------------------------------------
+
+struct TaskUpdate {
+  JobId job;
+  uint32_t index = 0;
+  TaskState state = TaskState::kPending;
+  uint32_t attempts = 0;
+  std::string output;
+  uint64_t runtime_us = 0;
+};
+
+struct JobUpdate {
+  JobId id;
+  JobState state = JobState::kRunning;
+  Time finished;
+  std::string result_json;
+  std::string error;
+};
+
+struct NewJob {
+  JobRecord job;
+  std::vector<TaskRecord> tasks;
+};
+
+// Everything one or more scheduler calls changed, for one store transaction.
+struct StoreBatch {
+  std::vector<NewJob> new_jobs;
+  std::vector<LeaseRecord> leases_granted;
+  std::vector<LeaseId> leases_ended;
+  std::vector<TaskUpdate> task_updates;
+  std::vector<JobUpdate> job_updates;
+  LeaseId next_lease_id = 0;  // 0: unchanged
+
+  bool empty() const {
+    return new_jobs.empty() && leases_granted.empty() && leases_ended.empty() &&
+           task_updates.empty() && job_updates.empty() && next_lease_id == 0;
+  }
+};
+
+struct Notices {
+  std::unordered_map<AgentId, std::vector<LeaseId>> cancels;
+  std::set<JobId> jobs_changed;
+};
+
+// What the store hands back after a restart.
+struct RecoveredState {
+  std::vector<JobRecord> jobs;      // every job
+  std::vector<TaskRecord> tasks;    // the tasks of running jobs
+  std::vector<LeaseRecord> leases;  // active leases
+  LeaseId next_lease_id = 1;
+};
+
+struct Assignment {
+  LeaseId lease = 0;
+  JobId job;
+  uint32_t index = 0;
+  std::string app;
+  std::string params;
+  Time deadline;
+};
+
+struct AgentAssignments {
+  AgentId agent;
+  std::vector<Assignment> assignments;
+};
+
+struct ResultIn {
+  LeaseId lease = 0;
+  std::string output;
+  uint64_t runtime_us = 0;
+};
+
+enum class ResultOutcome { kAccepted, kStale, kNotYours };
+
+struct JobView {
+  JobRecord record;
+  uint32_t done = 0;
+  uint32_t leased = 0;
+  uint32_t failed = 0;
+};
+
+// ---- the scheduler ---------------------------------------------------------
+
+class Scheduler {
+ public:
+  Scheduler(const AppRegistry* apps, SchedulerOptions options);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Rebuilds state from the store. Call once, before anything else. Leases
+  // are kept for their agents for `session_grace`.
+  Status Restore(RecoveredState state, Time now);
+
+  // Admits a planned job under a fresh id. AlreadyExists if the id is taken.
+  Status AddJob(const JobId& id, const std::string& owner, PlannedJob job, Time now);
+  // FailedPrecondition if the job already ended; NotFound if unknown.
+  Status CancelJob(const JobId& id, Time now);
+
+  // An agent's session opened. `held` lists the leases it still runs or has
+  // results for; its other leases are re-issued. Returns held leases that are
+  // no longer valid, which the agent should drop.
+  std::vector<LeaseId> AgentConnected(const AgentId& agent, double flops,
+                                      const std::vector<LeaseId>& held, Time now);
+  void AgentDisconnected(const AgentId& agent, Time now);
+  // The agent can take `slots` more tasks.
+  void AddDemand(const AgentId& agent, uint32_t slots);
+
+  // Matches outstanding demand with pending tasks, granting leases.
+  std::vector<AgentAssignments> Dispatch(Time now);
+
+  std::vector<ResultOutcome> AcceptResults(const AgentId& agent, std::vector<ResultIn>& results,
+                                           Time now);
+  // A task failed on the agent. Returns false if the lease was not the agent's.
+  bool TaskFailed(const AgentId& agent, LeaseId lease, const std::string& reason, Time now);
+  // The agent hands a lease back unrun; no attempt is counted.
+  bool LeaseReturned(const AgentId& agent, LeaseId lease, Time now);
+
+  // Expires leases past their deadline and re-issues the leases of agents
+  // gone longer than the grace period.
+  void Tick(Time now);
+  // The earliest time at which Tick has something to do, if any.
+  std::optional<Time> NextWakeup() const;
+
+  std::optional<JobView> GetJob(const JobId& id) const;
+  // Most recent first.
+  std::vector<JobView> ListJobs(size_t limit) const;
+
+  StoreBatch TakeBatch();
+  Notices TakeNotices();
+
+  // Counters for /metrics and tests.
+  size_t pending_tasks() const { return pending_total_; }
+  size_t active_leases() const { return leases_.size(); }
+  size_t connected_agents() const;
+
+ private:
+  struct Task;
+  struct Job;
+  struct Lease;
+  struct Agent;
+  struct RunKey {
+    int32_t neg_priority;
+    uint64_t seq;
+    Job* job;
+    bool operator<(const RunKey& o) const {
+      return std::tie(neg_priority, seq) < std::tie(o.neg_priority, o.seq);
+    }
+  };
+
+  Agent& AgentFor(const AgentId& id);
+  Job* FindJob(const JobId& id) const;
+  LeaseId Grant(Job& job, uint32_t index, Agent& agent, Time now, Assignment* out);
+  // Ends a lease: forgets it and persists its removal. Returns the lease.
+  Lease EndLease(LeaseId id);
+  void Requeue(Job& job, uint32_t index);
+  void MarkRunnable(Job& job);
+  void CompleteTask(Job& job, uint32_t index, ResultIn& result);
+  void MergeJob(Job& job, Time now);
+  void FailTask(Job& job, uint32_t index, const std::string& reason, Time now);
+  void FinishJob(Job& job, JobState state, std::string result_json, std::string error, Time now);
+  void StopAllLeases(Job& job);
+  void RecordTask(const Job& job, uint32_t index);
+  JobView ViewOf(const Job& job) const;
+
+  const AppRegistry* apps_;
+  SchedulerOptions options_;
+  std::unordered_map<JobId, std::unique_ptr<Job>> jobs_;
+  std::vector<Job*> job_order_;  // creation order
+  std::set<RunKey> runnable_;    // jobs with pending tasks
+  std::unordered_map<LeaseId, Lease> leases_;
+  std::set<std::pair<Time, LeaseId>> deadlines_;
+  std::unordered_map<AgentId, std::unique_ptr<Agent>> agents_;
+  struct ById {
+    bool operator()(const Agent* a, const Agent* b) const;
+  };
+  std::set<Agent*, ById> wanting_;  // connected agents with demand > 0, in id order
+  std::set<std::pair<Time, Agent*>> orphans_;  // disconnected agents holding leases
+  LeaseId next_lease_id_ = 1;
+  uint64_t next_seq_ = 1;
+  size_t pending_total_ = 0;
+  StoreBatch batch_;
+  Notices notices_;
+};
+
+}  // namespace claw

@@ -1,0 +1,34 @@
+#include "core/types.h"
+
+namespace claw {
+
+const char* JobStateName(JobState s) {
+  switch (s) {
+    case JobState::kRunning: return "running";
+    case JobState::kDone: return "done";
+    case JobState::kFailed: return "failed";
+    case JobState::kCancelled: return "cancelled";
+  }
+  return "unknown";
+}
+
+std::optional<JobState> ParseJobState(std::string_view s) {
+  for (JobState st : {JobState::kRunning, JobState::kDone, JobState::kFailed, JobState::kCancelled}) {
+    if (s == JobStateName(st)) return st;
+  }
+  return std::nullopt;
+}
+
+nlohmann::json JobSpec::ToJson() const {
+  nlohmann::json j = {{"app", app},
+                      {"params", params},
+                      {"tasks", tasks},
+                      {"seed", seed},
+                      {"priority", priority},
+                      {"max_attempts", max_attempts},
+                      {"task_timeout_s", task_timeout.count() / 1'000'000}};
+  if (!name.empty()) j["name"] = name;
+  return j;
+}
+
+}  // namespace claw

@@ -1,0 +1,95 @@
+#include <map>
+#include <mutex>
+
+#include "store/store.h"
+
+namespace claw {
+namespace {
+
+class MemoryStore final : public Store {
+ public:
+  Status Apply(const StoreBatch& b) override {
+    std::lock_guard lock(mu_);
+    for (const auto& nj : b.new_jobs) {
+      if (jobs_.count(nj.job.id)) return Internal("job " + nj.job.id + " stored twice");
+    }
+    for (const auto& nj : b.new_jobs) {
+      jobs_[nj.job.id] = nj.job;
+      for (const auto& t : nj.tasks) tasks_[{t.job, t.index}] = t;
+    }
+    for (const auto& l : b.leases_granted) leases_[l.id] = l;
+    for (LeaseId id : b.leases_ended) leases_.erase(id);
+    for (const auto& u : b.task_updates) {
+      auto& t = tasks_[{u.job, u.index}];
+      t.state = u.state;
+      t.attempts = u.attempts;
+      t.output = u.output;
+      t.runtime_us = u.runtime_us;
+    }
+    for (const auto& u : b.job_updates) {
+      auto& j = jobs_[u.id];
+      j.state = u.state;
+      j.finished = u.finished;
+      j.result_json = u.result_json;
+      j.error = u.error;
+    }
+    if (b.next_lease_id) next_lease_id_ = b.next_lease_id;
+    return Status::Ok();
+  }
+
+  Result<RecoveredState> Load() override {
+    std::lock_guard lock(mu_);
+    RecoveredState s;
+    for (const auto& [id, j] : jobs_) s.jobs.push_back(j);
+    for (const auto& [key, t] : tasks_) {
+      if (jobs_.at(t.job).state == JobState::kRunning) s.tasks.push_back(t);
+    }
+    for (const auto& [id, l] : leases_) s.leases.push_back(l);
+    s.next_lease_id = next_lease_id_;
+    return s;
+  }
+
+  Status AddEnrollTokens(const std::vector<std::string>& hashes, Time expires) override {
+    std::lock_guard lock(mu_);
+    for (const auto& h : hashes) tokens_[h] = Token{expires, ""};
+    return Status::Ok();
+  }
+
+  Status EnrollAgent(const std::string& hash, const AgentRecord& agent, Time now) override {
+    std::lock_guard lock(mu_);
+    auto it = tokens_.find(hash);
+    if (it == tokens_.end() || !it->second.used_by.empty() || it->second.expires < now) {
+      return PermissionDenied("enrollment token is unknown, used or expired");
+    }
+    if (agents_.count(agent.id)) return {StatusCode::kAlreadyExists, "agent " + agent.id};
+    it->second.used_by = agent.id;
+    agents_[agent.id] = agent;
+    return Status::Ok();
+  }
+
+  Result<AgentRecord> GetAgent(const AgentId& id) override {
+    std::lock_guard lock(mu_);
+    auto it = agents_.find(id);
+    if (it == agents_.end()) return NotFound("no agent " + id);
+    return it->second;
+  }
+
+ private:
+  struct Token {
+    Time expires;
+    std::string used_by;
+  };
+  std::mutex mu_;
+  std::map<JobId, JobRecord> jobs_;
+  std::map<std::pair<JobId, uint32_t>, TaskRecord> tasks_;
+  std::map<LeaseId, LeaseRecord> leases_;
+  std::map<std::string, Token> tokens_;
+  std::map<AgentId, AgentRecord> agents_;
+  LeaseId next_lease_id_ = 1;
+};
+
+}  // namespace
+
+std::unique_ptr<Store> NewMemoryStore() { return std::make_unique<MemoryStore>(); }
+
+}  // namespace claw

@@ -1,0 +1,381 @@
+// SqliteStore: the Store in one SQLite database file (WAL mode).
+//
+// Every statement is prepared once and bound by name; no SQL is assembled
+// from values. Apply runs one IMMEDIATE transaction per batch, which is how
+// writes are group-committed: the coordinator gathers the effects of a whole
+// message (or several) into one batch.
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <mutex>
+
+#include "store/store.h"
+
+namespace claw {
+namespace {
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS jobs (
+  id TEXT PRIMARY KEY, owner TEXT NOT NULL, spec TEXT NOT NULL, state INTEGER NOT NULL,
+  created_us INTEGER NOT NULL, finished_us INTEGER NOT NULL, n_tasks INTEGER NOT NULL,
+  result TEXT NOT NULL, error TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS tasks (
+  job TEXT NOT NULL, idx INTEGER NOT NULL, params BLOB NOT NULL, cost REAL NOT NULL,
+  state INTEGER NOT NULL, attempts INTEGER NOT NULL, output BLOB NOT NULL,
+  runtime_us INTEGER NOT NULL, PRIMARY KEY (job, idx)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS leases (
+  id INTEGER PRIMARY KEY, job TEXT NOT NULL, idx INTEGER NOT NULL, agent TEXT NOT NULL,
+  deadline_us INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS agents (
+  id TEXT PRIMARY KEY, public_key BLOB NOT NULL, device TEXT NOT NULL, enrolled_us INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS enroll_tokens (
+  hash TEXT PRIMARY KEY, expires_us INTEGER NOT NULL, used_by TEXT NOT NULL DEFAULT '');
+INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '1');
+INSERT OR IGNORE INTO meta (key, value) VALUES ('next_lease_id', '1');
+)sql";
+
+// A prepared statement; reset after each use.
+class Stmt {
+ public:
+  Stmt() = default;
+  Stmt(sqlite3* db, const char* sql) : db_(db) {
+    if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s_, nullptr) != SQLITE_OK) {
+      error_ = std::string(sqlite3_errmsg(db)) + " in: " + sql;
+    }
+  }
+  ~Stmt() { sqlite3_finalize(s_); }
+  Stmt(Stmt&& o) noexcept : db_(o.db_), s_(std::exchange(o.s_, nullptr)), error_(o.error_) {}
+  Stmt& operator=(Stmt&& o) noexcept {
+    std::swap(s_, o.s_);
+    db_ = o.db_;
+    error_ = o.error_;
+    return *this;
+  }
+  const std::string& error() const { return error_; }
+
+  Stmt& Bind(const char* name, int64_t v) {
+    sqlite3_bind_int64(s_, Index(name), v);
+    return *this;
+  }
+  Stmt& Bind(const char* name, double v) {
+    sqlite3_bind_double(s_, Index(name), v);
+    return *this;
+  }
+  Stmt& Bind(const char* name, const std::string& v) {
+    sqlite3_bind_text(s_, Index(name), v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
+    return *this;
+  }
+  Stmt& BindBlob(const char* name, const std::string& v) {
+    sqlite3_bind_blob(s_, Index(name), v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
+    return *this;
+  }
+  // Runs a statement that returns no rows.
+  Status Exec() {
+    int rc = sqlite3_step(s_);
+    sqlite3_reset(s_);
+    sqlite3_clear_bindings(s_);
+    if (rc != SQLITE_DONE) return Internal(std::string("sqlite: ") + sqlite3_errmsg(db_));
+    return Status::Ok();
+  }
+  // Steps once: true while a row is available.
+  bool Row() { return sqlite3_step(s_) == SQLITE_ROW; }
+  void Reset() {
+    sqlite3_reset(s_);
+    sqlite3_clear_bindings(s_);
+  }
+  int64_t Int(int col) { return sqlite3_column_int64(s_, col); }
+  double Real(int col) { return sqlite3_column_double(s_, col); }
+  std::string Text(int col) {
+    const void* p = sqlite3_column_blob(s_, col);
+    int n = sqlite3_column_bytes(s_, col);
+    return p ? std::string(static_cast<const char*>(p), n) : std::string();
+  }
+
+ private:
+  int Index(const char* name) { return sqlite3_bind_parameter_index(s_, name); }
+  sqlite3* db_ = nullptr;
+  sqlite3_stmt* s_ = nullptr;
+  std::string error_;
+};
+
+class SqliteStore final : public Store {
+ public:
+  SqliteStore(sqlite3* db, int lock_fd) : db_(db), lock_fd_(lock_fd) {}
+  ~SqliteStore() override {
+    // close_v2 defers the close until the member statements are finalized.
+    sqlite3_close_v2(db_);
+    if (lock_fd_ >= 0) close(lock_fd_);  // releases the flock
+  }
+
+  Status Prepare() {
+    auto add = [&](Stmt& s, const char* sql) {
+      s = Stmt(db_, sql);
+      return s.error();
+    };
+    const std::pair<Stmt*, const char*> all[] = {
+        {&insert_job_,
+         "INSERT INTO jobs (id, owner, spec, state, created_us, finished_us, n_tasks, result, "
+         "error) VALUES (:id, :owner, :spec, :state, :created, 0, :n, '', '')"},
+        {&insert_task_,
+         "INSERT INTO tasks (job, idx, params, cost, state, attempts, output, runtime_us) "
+         "VALUES (:job, :idx, :params, :cost, 0, 0, x'', 0)"},
+        {&insert_lease_,
+         "INSERT INTO leases (id, job, idx, agent, deadline_us) "
+         "VALUES (:id, :job, :idx, :agent, :deadline)"},
+        {&delete_lease_, "DELETE FROM leases WHERE id = :id"},
+        {&update_task_,
+         "UPDATE tasks SET state = :state, attempts = :attempts, output = :output, "
+         "runtime_us = :runtime WHERE job = :job AND idx = :idx"},
+        {&update_job_,
+         "UPDATE jobs SET state = :state, finished_us = :finished, result = :result, "
+         "error = :error WHERE id = :id"},
+        {&set_next_lease_, "UPDATE meta SET value = :v WHERE key = 'next_lease_id'"},
+        {&begin_, "BEGIN IMMEDIATE"},
+        {&commit_, "COMMIT"},
+        {&rollback_, "ROLLBACK"},
+        {&select_jobs_,
+         "SELECT id, owner, spec, state, created_us, finished_us, n_tasks, result, error "
+         "FROM jobs"},
+        {&select_tasks_,
+         "SELECT t.job, t.idx, t.params, t.cost, t.state, t.attempts, t.output, t.runtime_us "
+         "FROM tasks t JOIN jobs j ON j.id = t.job WHERE j.state = 0"},
+        {&select_leases_, "SELECT id, job, idx, agent, deadline_us FROM leases"},
+        {&select_next_lease_, "SELECT value FROM meta WHERE key = 'next_lease_id'"},
+        {&insert_token_,
+         "INSERT OR REPLACE INTO enroll_tokens (hash, expires_us, used_by) "
+         "VALUES (:hash, :expires, '')"},
+        {&use_token_,
+         "UPDATE enroll_tokens SET used_by = :agent WHERE hash = :hash AND used_by = '' "
+         "AND expires_us >= :now"},
+        {&insert_agent_,
+         "INSERT INTO agents (id, public_key, device, enrolled_us) "
+         "VALUES (:id, :key, :device, :enrolled)"},
+        {&select_agent_, "SELECT id, public_key, device, enrolled_us FROM agents WHERE id = :id"},
+    };
+    for (auto [stmt, sql] : all) {
+      std::string err = add(*stmt, sql);
+      if (!err.empty()) return Internal("sqlite prepare: " + err);
+    }
+    return Status::Ok();
+  }
+
+  Status Apply(const StoreBatch& b) override {
+    if (b.empty()) return Status::Ok();
+    std::lock_guard lock(mu_);
+    CLAW_RETURN_IF_ERROR(begin_.Exec());
+    Status st = ApplyLocked(b);
+    if (st.ok()) st = commit_.Exec();
+    if (!st.ok()) (void)rollback_.Exec();
+    return st;
+  }
+
+  Result<RecoveredState> Load() override {
+    std::lock_guard lock(mu_);
+    RecoveredState s;
+    while (select_jobs_.Row()) {
+      JobRecord j;
+      j.id = select_jobs_.Text(0);
+      j.owner = select_jobs_.Text(1);
+      j.spec_json = select_jobs_.Text(2);
+      j.state = static_cast<JobState>(select_jobs_.Int(3));
+      j.created = Time{select_jobs_.Int(4)};
+      j.finished = Time{select_jobs_.Int(5)};
+      j.n_tasks = static_cast<uint32_t>(select_jobs_.Int(6));
+      j.result_json = select_jobs_.Text(7);
+      j.error = select_jobs_.Text(8);
+      s.jobs.push_back(std::move(j));
+    }
+    select_jobs_.Reset();
+    while (select_tasks_.Row()) {
+      TaskRecord t;
+      t.job = select_tasks_.Text(0);
+      t.index = static_cast<uint32_t>(select_tasks_.Int(1));
+      t.params = select_tasks_.Text(2);
+      t.cost_flop = select_tasks_.Real(3);
+      t.state = static_cast<TaskState>(select_tasks_.Int(4));
+      t.attempts = static_cast<uint32_t>(select_tasks_.Int(5));
+      t.output = select_tasks_.Text(6);
+      t.runtime_us = static_cast<uint64_t>(select_tasks_.Int(7));
+      s.tasks.push_back(std::move(t));
+    }
+    select_tasks_.Reset();
+    while (select_leases_.Row()) {
+      LeaseRecord l;
+      l.id = static_cast<LeaseId>(select_leases_.Int(0));
+      l.job = select_leases_.Text(1);
+      l.index = static_cast<uint32_t>(select_leases_.Int(2));
+      l.agent = select_leases_.Text(3);
+      l.deadline = Time{select_leases_.Int(4)};
+      s.leases.push_back(std::move(l));
+    }
+    select_leases_.Reset();
+    if (select_next_lease_.Row()) s.next_lease_id = std::stoull(select_next_lease_.Text(0));
+    select_next_lease_.Reset();
+    return s;
+  }
+
+  Status AddEnrollTokens(const std::vector<std::string>& hashes, Time expires) override {
+    std::lock_guard lock(mu_);
+    CLAW_RETURN_IF_ERROR(begin_.Exec());
+    Status st;
+    for (const auto& h : hashes) {
+      st = insert_token_.Bind(":hash", h).Bind(":expires", expires.us).Exec();
+      if (!st.ok()) break;
+    }
+    if (st.ok()) st = commit_.Exec();
+    if (!st.ok()) (void)rollback_.Exec();
+    return st;
+  }
+
+  Status EnrollAgent(const std::string& hash, const AgentRecord& a, Time now) override {
+    std::lock_guard lock(mu_);
+    CLAW_RETURN_IF_ERROR(begin_.Exec());
+    Status st = use_token_.Bind(":agent", a.id).Bind(":hash", hash).Bind(":now", now.us).Exec();
+    if (st.ok() && sqlite3_changes(db_) != 1) {
+      st = PermissionDenied("enrollment token is unknown, used or expired");
+    }
+    if (st.ok()) {
+      st = insert_agent_.Bind(":id", a.id)
+               .BindBlob(":key", a.public_key)
+               .Bind(":device", a.device_json)
+               .Bind(":enrolled", a.enrolled.us)
+               .Exec();
+    }
+    if (st.ok()) st = commit_.Exec();
+    if (!st.ok()) (void)rollback_.Exec();
+    return st;
+  }
+
+  Result<AgentRecord> GetAgent(const AgentId& id) override {
+    std::lock_guard lock(mu_);
+    select_agent_.Bind(":id", id);
+    if (!select_agent_.Row()) {
+      select_agent_.Reset();
+      return NotFound("no agent " + id);
+    }
+    AgentRecord a{select_agent_.Text(0), select_agent_.Text(1), select_agent_.Text(2),
+                  Time{select_agent_.Int(3)}};
+    select_agent_.Reset();
+    return a;
+  }
+
+ private:
+  Status ApplyLocked(const StoreBatch& b) {
+    for (const auto& nj : b.new_jobs) {
+      const JobRecord& j = nj.job;
+      CLAW_RETURN_IF_ERROR(insert_job_.Bind(":id", j.id)
+                               .Bind(":owner", j.owner)
+                               .Bind(":spec", j.spec_json)
+                               .Bind(":state", int64_t{static_cast<int>(j.state)})
+                               .Bind(":created", j.created.us)
+                               .Bind(":n", int64_t{j.n_tasks})
+                               .Exec());
+      for (const auto& t : nj.tasks) {
+        CLAW_RETURN_IF_ERROR(insert_task_.Bind(":job", t.job)
+                                 .Bind(":idx", int64_t{t.index})
+                                 .BindBlob(":params", t.params)
+                                 .Bind(":cost", t.cost_flop)
+                                 .Exec());
+      }
+    }
+    for (const auto& l : b.leases_granted) {
+      CLAW_RETURN_IF_ERROR(insert_lease_.Bind(":id", static_cast<int64_t>(l.id))
+                               .Bind(":job", l.job)
+                               .Bind(":idx", int64_t{l.index})
+                               .Bind(":agent", l.agent)
+                               .Bind(":deadline", l.deadline.us)
+                               .Exec());
+    }
+    for (LeaseId id : b.leases_ended) {
+      CLAW_RETURN_IF_ERROR(delete_lease_.Bind(":id", static_cast<int64_t>(id)).Exec());
+    }
+    for (const auto& u : b.task_updates) {
+      CLAW_RETURN_IF_ERROR(update_task_.Bind(":state", int64_t{static_cast<int>(u.state)})
+                               .Bind(":attempts", int64_t{u.attempts})
+                               .BindBlob(":output", u.output)
+                               .Bind(":runtime", static_cast<int64_t>(u.runtime_us))
+                               .Bind(":job", u.job)
+                               .Bind(":idx", int64_t{u.index})
+                               .Exec());
+    }
+    for (const auto& u : b.job_updates) {
+      CLAW_RETURN_IF_ERROR(update_job_.Bind(":state", int64_t{static_cast<int>(u.state)})
+                               .Bind(":finished", u.finished.us)
+                               .Bind(":result", u.result_json)
+                               .Bind(":error", u.error)
+                               .Bind(":id", u.id)
+                               .Exec());
+    }
+    if (b.next_lease_id) {
+      CLAW_RETURN_IF_ERROR(
+          set_next_lease_.Bind(":v", std::to_string(b.next_lease_id)).Exec());
+    }
+    return Status::Ok();
+  }
+
+  std::mutex mu_;
+  sqlite3* db_;
+  int lock_fd_;
+  Stmt insert_job_, insert_task_, insert_lease_, delete_lease_, update_task_, update_job_,
+      set_next_lease_, begin_, commit_, rollback_, select_jobs_, select_tasks_, select_leases_,
+      select_next_lease_, insert_token_, use_token_, insert_agent_, select_agent_;
+};
+
+Result<int> LockDatabase(const std::string& path) {
+  std::string lock_path = path + ".lock";
+  int fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return Unavailable("cannot open lock file " + lock_path + ": " + strerror(errno));
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    char buf[32] = {0};
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    close(fd);
+    std::string holder = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "unknown";
+    while (!holder.empty() && (holder.back() == '\n')) holder.pop_back();
+    return FailedPrecondition("database " + path +
+                              " is in use by another coordinator (pid " + holder +
+                              "); stop it first or choose another --data dir");
+  }
+  std::string pid = std::to_string(getpid()) + "\n";
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+    // The pid is only informational; the lock itself is held.
+  }
+  return fd;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
+                                               const SqliteOptions& options) {
+  auto lock = LockDatabase(path);
+  if (!lock.ok()) return lock.status();
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                      nullptr) != SQLITE_OK) {
+    std::string err = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    close(*lock);
+    return Unavailable("cannot open database " + path + ": " + err);
+  }
+  auto store = std::make_unique<SqliteStore>(db, *lock);
+  if (options.synchronous != "NORMAL" && options.synchronous != "FULL") {
+    return InvalidArgument("synchronous must be NORMAL or FULL");
+  }
+  std::string pragmas = "PRAGMA journal_mode=WAL; PRAGMA synchronous=" + options.synchronous +
+                        "; PRAGMA busy_timeout=5000; PRAGMA foreign_keys=OFF;";
+  char* err = nullptr;
+  if (sqlite3_exec(db, pragmas.c_str(), nullptr, nullptr, &err) != SQLITE_OK ||
+      sqlite3_exec(db, kSchema, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown error";
+    sqlite3_free(err);
+    return Internal("cannot initialise database " + path + ": " + msg);
+  }
+  CLAW_RETURN_IF_ERROR(store->Prepare());
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+}  // namespace claw

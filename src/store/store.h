@@ -1,0 +1,54 @@
+// Store: durable state of the coordinator.
+//
+// The scheduler describes what changed as a StoreBatch; Apply commits it in
+// one transaction (all or nothing) before anyone is told about it. Load
+// returns everything needed to rebuild the scheduler after a restart.
+// Agents and one-time enrollment tokens live here too.
+//
+// Two implementations pass one conformance test: SqliteStore (the default,
+// WAL, one process per database file) and MemoryStore (tests, simulation).
+// Implementations are thread-safe (each call is atomic).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "core/scheduler.h"
+#include "core/types.h"
+
+namespace claw {
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Commits the batch atomically. On error nothing of it is stored.
+  virtual Status Apply(const StoreBatch& batch) = 0;
+  virtual Result<RecoveredState> Load() = 0;
+
+  // Records one-time enrollment tokens, by hash, valid until `expires`.
+  virtual Status AddEnrollTokens(const std::vector<std::string>& token_hashes, Time expires) = 0;
+  // Consumes the token and records the agent, atomically. PermissionDenied if
+  // the token is unknown, used or expired; AlreadyExists if the id is taken.
+  virtual Status EnrollAgent(const std::string& token_hash, const AgentRecord& agent, Time now) = 0;
+  // NotFound if no such agent.
+  virtual Result<AgentRecord> GetAgent(const AgentId& id) = 0;
+};
+
+std::unique_ptr<Store> NewMemoryStore();
+
+struct SqliteOptions {
+  // PRAGMA synchronous: "NORMAL" (WAL: durable against process crashes,
+  // may lose the last commits on power loss) or "FULL".
+  std::string synchronous = "NORMAL";
+};
+
+// Opens (creating if needed) the database at `path` and takes an exclusive
+// lock on `path + ".lock"`. FailedPrecondition, naming the holder, if another
+// process has the database open.
+Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
+                                               const SqliteOptions& options = {});
+
+}  // namespace claw

@@ -1,0 +1,161 @@
+// One conformance suite, run against every Store implementation.
+#include "store/store.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+namespace claw {
+namespace {
+
+struct StoreFactory {
+  std::string name;
+  std::function<std::unique_ptr<Store>(const std::string& dir)> make;
+};
+
+class StoreConformance : public ::testing::TestWithParam<StoreFactory> {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("claw-store-" + std::to_string(getpid()) + "-" + GetParam().name);
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    store_ = GetParam().make(dir_.string());
+    ASSERT_TRUE(store_);
+  }
+  void TearDown() override {
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  static StoreBatch NewJobBatch(const std::string& id, uint32_t tasks) {
+    StoreBatch b;
+    NewJob nj;
+    nj.job = JobRecord{id, "alice", R"({"app":"noop"})", JobState::kRunning, Time{5}, Time{}, tasks};
+    for (uint32_t i = 0; i < tasks; ++i) {
+      nj.tasks.push_back(TaskRecord{id, i, "p" + std::to_string(i), 2.5});
+    }
+    b.new_jobs.push_back(nj);
+    return b;
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<Store> store_;
+};
+
+TEST_P(StoreConformance, AppliesBatchesAndLoadsThemBack) {
+  ASSERT_TRUE(store_->Apply(NewJobBatch("j1", 3)).ok());
+  StoreBatch b;
+  b.leases_granted.push_back(LeaseRecord{7, "j1", 0, "a1", Time{100}});
+  b.leases_granted.push_back(LeaseRecord{8, "j1", 1, "a1", Time{200}});
+  b.next_lease_id = 9;
+  ASSERT_TRUE(store_->Apply(b).ok());
+  StoreBatch done;
+  done.leases_ended.push_back(7);
+  done.task_updates.push_back(TaskUpdate{"j1", 0, TaskState::kDone, 1, std::string("\0x", 2), 42});
+  ASSERT_TRUE(store_->Apply(done).ok());
+
+  auto s = store_->Load();
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(s->jobs.size(), 1u);
+  EXPECT_EQ(s->jobs[0].owner, "alice");
+  EXPECT_EQ(s->jobs[0].n_tasks, 3u);
+  ASSERT_EQ(s->tasks.size(), 3u);
+  auto t0 = std::find_if(s->tasks.begin(), s->tasks.end(), [](auto& t) { return t.index == 0; });
+  EXPECT_EQ(t0->state, TaskState::kDone);
+  EXPECT_EQ(t0->output, std::string("\0x", 2));  // binary-safe
+  EXPECT_EQ(t0->runtime_us, 42u);
+  EXPECT_EQ(t0->params, "p0");
+  ASSERT_EQ(s->leases.size(), 1u);
+  EXPECT_EQ(s->leases[0].id, 8u);
+  EXPECT_EQ(s->leases[0].deadline, Time{200});
+  EXPECT_EQ(s->next_lease_id, 9u);
+}
+
+TEST_P(StoreConformance, FinishedJobsKeepRecordsButNotTasksInLoad) {
+  ASSERT_TRUE(store_->Apply(NewJobBatch("j1", 2)).ok());
+  StoreBatch b;
+  b.job_updates.push_back(JobUpdate{"j1", JobState::kDone, Time{9}, R"({"x":1})", ""});
+  ASSERT_TRUE(store_->Apply(b).ok());
+  auto s = store_->Load();
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(s->jobs.size(), 1u);
+  EXPECT_EQ(s->jobs[0].state, JobState::kDone);
+  EXPECT_EQ(s->jobs[0].result_json, R"({"x":1})");
+  EXPECT_TRUE(s->tasks.empty());
+}
+
+TEST_P(StoreConformance, AFailedBatchChangesNothing) {
+  ASSERT_TRUE(store_->Apply(NewJobBatch("j1", 2)).ok());
+  StoreBatch bad = NewJobBatch("j1", 1);  // duplicate job id
+  bad.leases_granted.push_back(LeaseRecord{1, "j1", 0, "a1", Time{1}});
+  EXPECT_FALSE(store_->Apply(bad).ok());
+  auto s = store_->Load();
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->tasks.size(), 2u);
+  EXPECT_TRUE(s->leases.empty());
+}
+
+TEST_P(StoreConformance, EnrollmentTokensAreOneTimeAndExpire) {
+  ASSERT_TRUE(store_->AddEnrollTokens({"h1", "h2"}, Time{1000}).ok());
+  AgentRecord a{"a1", "key", "{}", Time{10}};
+  EXPECT_TRUE(store_->EnrollAgent("h1", a, Time{10}).ok());
+  AgentRecord b{"a2", "key2", "{}", Time{10}};
+  EXPECT_EQ(store_->EnrollAgent("h1", b, Time{10}).code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(store_->EnrollAgent("nope", b, Time{10}).code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(store_->EnrollAgent("h2", b, Time{2000}).code(), StatusCode::kPermissionDenied);
+  auto got = store_->GetAgent("a1");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->public_key, "key");
+  EXPECT_EQ(store_->GetAgent("a2").status().code(), StatusCode::kNotFound);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, StoreConformance,
+    ::testing::Values(StoreFactory{"memory", [](const std::string&) { return NewMemoryStore(); }},
+                      StoreFactory{"sqlite",
+                                   [](const std::string& dir) {
+                                     auto s = OpenSqliteStore(dir + "/claw.db");
+                                     EXPECT_TRUE(s.ok()) << s.status().ToString();
+                                     return s.ok() ? std::move(s).value() : nullptr;
+                                   }}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(SqliteStore, SecondOpenOfTheSameDatabaseIsRefused) {
+  auto dir = std::filesystem::temp_directory_path() / ("claw-lock-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::string path = (dir / "claw.db").string();
+  auto first = OpenSqliteStore(path);
+  ASSERT_TRUE(first.ok());
+  auto second = OpenSqliteStore(path);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(second.status().message().find("in use by another coordinator"), std::string::npos);
+  first->reset();
+  EXPECT_TRUE(OpenSqliteStore(path).ok());  // released with the first
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SqliteStore, SurvivesReopen) {
+  auto dir = std::filesystem::temp_directory_path() / ("claw-reopen-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::string path = (dir / "claw.db").string();
+  {
+    auto s = OpenSqliteStore(path);
+    ASSERT_TRUE(s.ok());
+    StoreBatch b;
+    b.new_jobs.push_back(NewJob{JobRecord{"j", "o", "{}", JobState::kRunning, Time{1}, Time{}, 1},
+                                {TaskRecord{"j", 0, "p", 1}}});
+    ASSERT_TRUE((*s)->Apply(b).ok());
+  }
+  auto s = OpenSqliteStore(path);
+  ASSERT_TRUE(s.ok());
+  auto state = (*s)->Load();
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(state->jobs.size(), 1u);
+  EXPECT_EQ(state->tasks.size(), 1u);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace claw
