@@ -1,0 +1,404 @@
+#include "coordinator/coordinator.h"
+
+#include <cstdlib>
+
+#include "common/crypto.h"
+#include "core/job_spec.h"
+
+namespace claw {
+namespace {
+
+constexpr size_t kMaxDeviceField = 256;
+
+std::string SessionMessage(const std::string& agent_id, int64_t unix_ms) {
+  return "claw-session-v1|" + agent_id + "|" + std::to_string(unix_ms);
+}
+
+Status ValidateDevice(const v1::DeviceReport& d) {
+  if (d.hostname().size() > kMaxDeviceField || d.os().size() > kMaxDeviceField ||
+      d.arch().size() > kMaxDeviceField) {
+    return InvalidArgument("device: hostname, os and arch must be at most 256 bytes");
+  }
+  if (d.cores() > 4096) return InvalidArgument("device.cores: more than 4096");
+  if (d.slots() > 1024) return InvalidArgument("device.slots: more than 1024");
+  if (!(d.flops() >= 0 && d.flops() < 1e18)) return InvalidArgument("device.flops: out of range");
+  return Status::Ok();
+}
+
+nlohmann::json DeviceJson(const v1::DeviceReport& d) {
+  return {{"hostname", d.hostname()}, {"os", d.os()},       {"arch", d.arch()},
+          {"cores", d.cores()},       {"memory_bytes", d.memory_bytes()},
+          {"flops", d.flops()},       {"slots", d.slots()}};
+}
+
+}  // namespace
+
+nlohmann::json JobInfoToJson(const v1::JobInfo& i) {
+  nlohmann::json j = {{"job_id", i.job_id()},
+                      {"name", i.name()},
+                      {"app", i.app()},
+                      {"state", i.state()},
+                      {"tasks_total", i.tasks_total()},
+                      {"tasks_done", i.tasks_done()},
+                      {"tasks_running", i.tasks_running()},
+                      {"tasks_failed", i.tasks_failed()},
+                      {"created_unix_ms", i.created_unix_ms()},
+                      {"finished_unix_ms", i.finished_unix_ms()}};
+  if (!i.error().empty()) j["error"] = i.error();
+  return j;
+}
+
+Coordinator::Coordinator(Store* store, const AppRegistry* apps, const Clock* clock,
+                         CoordinatorOptions options, Logger log)
+    : store_(store),
+      apps_(apps),
+      clock_(clock),
+      options_(std::move(options)),
+      log_(std::move(log)),
+      sched_(apps, options_.scheduler) {
+  if (!options_.on_store_failure) {
+    options_.on_store_failure = [log = log_](const Status& st) {
+      log->critical("store failed: {}; stopping (restart recovers from the store)",
+                    st.ToString());
+      log->flush();
+      std::abort();
+    };
+  }
+}
+
+Coordinator::~Coordinator() = default;
+
+Result<std::unique_ptr<Coordinator>> Coordinator::Create(Store* store, const AppRegistry* apps,
+                                                         const Clock* clock,
+                                                         CoordinatorOptions options, Logger log) {
+  std::unique_ptr<Coordinator> c(new Coordinator(store, apps, clock, std::move(options), log));
+  auto state = store->Load();
+  if (!state.ok()) return state.status();
+  size_t jobs = state->jobs.size(), leases = state->leases.size();
+  CLAW_RETURN_IF_ERROR(c->sched_.Restore(std::move(state).value(), clock->Now()));
+  // A job that finished during recovery (all results were in) is committed now.
+  CLAW_RETURN_IF_ERROR(store->Apply(c->sched_.TakeBatch()));
+  c->sched_.TakeNotices();
+  log->info("recovered jobs={} leases={} pending_tasks={}", jobs, leases,
+            c->sched_.pending_tasks());
+  return c;
+}
+
+// ---- the commit point ---------------------------------------------------------------
+
+void Coordinator::CommitAndNotify(Time now, SessionSink* ack_to, std::vector<LeaseId> acks) {
+  std::vector<AgentAssignments> assigned = sched_.Dispatch(now);
+  StoreBatch batch = sched_.TakeBatch();
+  if (!batch.empty()) {
+    Status st = store_->Apply(batch);
+    if (!st.ok()) {
+      options_.on_store_failure(st);
+      return;
+    }
+    metrics_.store_commits++;
+  }
+  // Only now, with the changes durable, does anyone hear of them.
+  Notices notices = sched_.TakeNotices();
+  std::unordered_map<SessionSink*, v1::CoordinatorMessage> out;
+  for (auto& aa : assigned) {
+    auto it = session_of_.find(aa.agent);
+    if (it == session_of_.end()) continue;  // Dispatch only serves connected agents
+    auto& msg = out[it->second];
+    for (auto& a : aa.assignments) {
+      v1::Assignment* pa = msg.add_assignments();
+      pa->set_lease_id(a.lease);
+      pa->set_job_id(std::move(a.job));
+      pa->set_task_index(a.index);
+      pa->set_app(std::move(a.app));
+      pa->set_params(std::move(a.params));
+      pa->set_deadline_unix_ms(a.deadline.unix_ms());
+    }
+    metrics_.assignments_sent += aa.assignments.size();
+  }
+  for (auto& [agent, leases] : notices.cancels) {
+    auto it = session_of_.find(agent);
+    if (it == session_of_.end()) continue;
+    for (LeaseId l : leases) out[it->second].add_cancel(l);
+  }
+  if (ack_to && !acks.empty()) {
+    auto& msg = out[ack_to];
+    for (LeaseId l : acks) msg.add_ack(l);
+  }
+  for (auto& [sink, msg] : out) sink->Send(msg);
+  for (const JobId& id : notices.jobs_changed) {
+    auto range = watchers_.equal_range(id);
+    if (range.first == range.second) continue;
+    auto view = sched_.GetJob(id);
+    if (!view) continue;
+    v1::JobInfo info = InfoOf(*view);
+    for (auto it = range.first; it != range.second; ++it) it->second->OnJob(info);
+  }
+}
+
+// ---- agents ---------------------------------------------------------------------------
+
+Result<std::vector<std::string>> Coordinator::CreateEnrollTokens(size_t n, Duration ttl) {
+  std::vector<std::string> tokens, hashes;
+  for (size_t i = 0; i < n; ++i) {
+    tokens.push_back("ct-" + RandomHex(16));
+    hashes.push_back(Blake2bHex(tokens.back()));
+  }
+  CLAW_RETURN_IF_ERROR(store_->AddEnrollTokens(hashes, clock_->Now() + ttl));
+  return tokens;
+}
+
+Result<v1::EnrollResponse> Coordinator::Enroll(const v1::EnrollRequest& req) {
+  if (req.token().empty() || req.token().size() > 256) {
+    return PermissionDenied("enrollment token is missing or malformed");
+  }
+  if (req.public_key().size() != 32) {
+    return InvalidArgument("public_key: must be a 32-byte Ed25519 key, got " +
+                           std::to_string(req.public_key().size()) + " bytes");
+  }
+  CLAW_RETURN_IF_ERROR(ValidateDevice(req.device()));
+  AgentRecord rec{"a-" + RandomHex(6), req.public_key(), DeviceJson(req.device()).dump(),
+                  clock_->Now()};
+  Status st = store_->EnrollAgent(Blake2bHex(req.token()), rec, rec.enrolled);
+  if (!st.ok()) {
+    log_->warn("enrollment refused host={} reason={}", req.device().hostname(), st.message());
+    return st;
+  }
+  {
+    std::lock_guard lock(mu_);
+    public_keys_[rec.id] = rec.public_key;
+  }
+  log_->info("enrolled agent={} host={} cores={} flops={:.3g}", rec.id, req.device().hostname(),
+             req.device().cores(), req.device().flops());
+  v1::EnrollResponse resp;
+  resp.set_agent_id(rec.id);
+  resp.mutable_config()->set_heartbeat_ms(
+      static_cast<uint32_t>(options_.heartbeat.count() / 1000));
+  resp.mutable_config()->set_max_batch(options_.max_batch);
+  return resp;
+}
+
+Result<AgentId> Coordinator::OpenSession(const v1::Hello& hello, SessionSink* sink) {
+  if (hello.agent_id().empty() || hello.agent_id().size() > 64) {
+    return InvalidArgument("hello.agent_id: missing or too long");
+  }
+  CLAW_RETURN_IF_ERROR(ValidateDevice(hello.device()));
+  if (hello.held_leases_size() > 100'000) return InvalidArgument("hello.held_leases: too many");
+  Time now = clock_->Now();
+  std::lock_guard lock(mu_);
+  auto key = public_keys_.find(hello.agent_id());
+  if (key == public_keys_.end()) {
+    auto rec = store_->GetAgent(hello.agent_id());
+    if (!rec.ok()) return PermissionDenied("unknown agent " + hello.agent_id() + "; enroll first");
+    key = public_keys_.emplace(rec->id, rec->public_key).first;
+  }
+  Duration skew = now - Time::FromUnixMs(hello.unix_ms());
+  if (skew > options_.hello_skew || -skew > options_.hello_skew) {
+    return PermissionDenied("hello.unix_ms: clock differs from the coordinator's by more than " +
+                            std::to_string(options_.hello_skew.count() / 1'000'000) + " s");
+  }
+  if (!Verify(SessionMessage(hello.agent_id(), hello.unix_ms()), hello.signature(), key->second)) {
+    return PermissionDenied("hello.signature: does not verify with the enrolled key");
+  }
+  AgentId id = hello.agent_id();
+  if (auto old = session_of_.find(id); old != session_of_.end()) {
+    SessionSink* old_sink = old->second;
+    sessions_.erase(old_sink);
+    session_of_.erase(old);
+    sched_.AgentDisconnected(id, now);
+    old_sink->Close(FailedPrecondition("replaced by a newer session of the same agent"));
+  }
+  sessions_[sink] = Session{id, sink};
+  session_of_[id] = sink;
+  std::vector<LeaseId> held(hello.held_leases().begin(), hello.held_leases().end());
+  std::vector<LeaseId> invalid = sched_.AgentConnected(id, hello.device().flops(), held, now);
+  v1::CoordinatorMessage welcome;
+  welcome.mutable_config()->set_heartbeat_ms(
+      static_cast<uint32_t>(options_.heartbeat.count() / 1000));
+  welcome.mutable_config()->set_max_batch(options_.max_batch);
+  for (LeaseId l : invalid) welcome.add_cancel(l);
+  sink->Send(welcome);
+  CommitAndNotify(now);
+  log_->info("session opened agent={} held={} dropped={}", id, held.size(), invalid.size());
+  return id;
+}
+
+Status Coordinator::ValidateAgentMessage(const v1::AgentMessage& msg) const {
+  if (msg.has_hello()) return InvalidArgument("hello: only allowed as the first message");
+  size_t n = static_cast<size_t>(msg.results_size()) + msg.failures_size() + msg.returned_size();
+  if (n > options_.max_results_per_message) {
+    return InvalidArgument("message: " + std::to_string(n) + " results is more than the limit of " +
+                           std::to_string(options_.max_results_per_message));
+  }
+  if (msg.want() > options_.max_want) {
+    return InvalidArgument("want: " + std::to_string(msg.want()) + " is more than " +
+                           std::to_string(options_.max_want));
+  }
+  for (const auto& r : msg.results()) {
+    if (r.output().size() > options_.max_output_bytes) {
+      return InvalidArgument("results: output of lease " + std::to_string(r.lease_id()) +
+                             " is larger than " + std::to_string(options_.max_output_bytes));
+    }
+  }
+  for (const auto& f : msg.failures()) {
+    if (f.reason().size() > 4096) return InvalidArgument("failures: reason longer than 4096");
+  }
+  return Status::Ok();
+}
+
+void Coordinator::OnAgentMessage(SessionSink* sink, v1::AgentMessage& msg) {
+  Status valid = ValidateAgentMessage(msg);
+  std::lock_guard lock(mu_);
+  auto it = sessions_.find(sink);
+  if (it == sessions_.end()) return;  // replaced or closed meanwhile
+  const AgentId agent = it->second.agent;
+  if (!valid.ok()) {
+    log_->warn("bad message agent={} error={}", agent, valid.message());
+    sink->Close(valid);
+    return;
+  }
+  Time now = clock_->Now();
+  std::vector<LeaseId> acks;
+  acks.reserve(msg.results_size() + msg.failures_size() + msg.returned_size());
+  if (msg.results_size() > 0) {
+    std::vector<ResultIn> results;
+    results.reserve(msg.results_size());
+    for (auto& r : *msg.mutable_results()) {
+      results.push_back(ResultIn{r.lease_id(), std::move(*r.mutable_output()), r.runtime_us()});
+      acks.push_back(r.lease_id());
+    }
+    for (ResultOutcome o : sched_.AcceptResults(agent, results, now)) {
+      if (o == ResultOutcome::kAccepted) {
+        metrics_.results_accepted++;
+      } else {
+        metrics_.results_stale++;
+      }
+    }
+  }
+  for (const auto& f : msg.failures()) {
+    if (sched_.TaskFailed(agent, f.lease_id(), f.reason(), now)) {
+      metrics_.task_failures++;
+      log_->info("task failed agent={} lease={} reason={}", agent, f.lease_id(), f.reason());
+    }
+    acks.push_back(f.lease_id());
+  }
+  for (LeaseId l : msg.returned()) {
+    sched_.LeaseReturned(agent, l, now);
+    acks.push_back(l);
+  }
+  if (msg.want() > 0) sched_.AddDemand(agent, msg.want());
+  CommitAndNotify(now, sink, std::move(acks));
+}
+
+void Coordinator::CloseSession(SessionSink* sink) {
+  std::lock_guard lock(mu_);
+  auto it = sessions_.find(sink);
+  if (it == sessions_.end()) return;
+  AgentId agent = it->second.agent;
+  sessions_.erase(it);
+  session_of_.erase(agent);
+  sched_.AgentDisconnected(agent, clock_->Now());
+  log_->info("session closed agent={}", agent);
+}
+
+// ---- clients ------------------------------------------------------------------------------
+
+v1::JobInfo Coordinator::InfoOf(const JobView& v) const {
+  v1::JobInfo i;
+  i.set_job_id(v.record.id);
+  auto spec = nlohmann::json::parse(v.record.spec_json, nullptr, false);
+  if (spec.is_object()) {
+    i.set_name(spec.value("name", ""));
+    i.set_app(spec.value("app", ""));
+  }
+  i.set_state(JobStateName(v.record.state));
+  i.set_tasks_total(v.record.n_tasks);
+  i.set_tasks_done(v.done);
+  i.set_tasks_running(v.leased);
+  i.set_tasks_failed(v.failed);
+  i.set_created_unix_ms(v.record.created.unix_ms());
+  if (IsFinal(v.record.state)) i.set_finished_unix_ms(v.record.finished.unix_ms());
+  i.set_error(v.record.error);
+  return i;
+}
+
+Result<JobId> Coordinator::Submit(std::string_view spec_json, const std::string& owner) {
+  // Parse and plan outside the lock: it can be the expensive part.
+  auto planned = ParseAndPlanJob(spec_json, *apps_);
+  if (!planned.ok()) return planned.status();
+  std::lock_guard lock(mu_);
+  Time now = clock_->Now();
+  JobId id;
+  Status st;
+  do {
+    id = "j-" + RandomHex(5);
+  } while (sched_.GetJob(id));
+  CLAW_RETURN_IF_ERROR(sched_.AddJob(id, owner, std::move(planned).value(), now));
+  metrics_.jobs_submitted++;
+  CommitAndNotify(now);
+  log_->info("job submitted job={} owner={}", id, owner);
+  return id;
+}
+
+Result<v1::JobInfo> Coordinator::GetJob(const JobId& id) {
+  std::lock_guard lock(mu_);
+  auto v = sched_.GetJob(id);
+  if (!v) return NotFound("no job '" + id + "'");
+  return InfoOf(*v);
+}
+
+std::vector<v1::JobInfo> Coordinator::ListJobs(size_t limit) {
+  std::lock_guard lock(mu_);
+  std::vector<v1::JobInfo> out;
+  for (const auto& v : sched_.ListJobs(limit)) out.push_back(InfoOf(v));
+  return out;
+}
+
+Result<v1::JobInfo> Coordinator::Cancel(const JobId& id) {
+  std::lock_guard lock(mu_);
+  Time now = clock_->Now();
+  CLAW_RETURN_IF_ERROR(sched_.CancelJob(id, now));
+  CommitAndNotify(now);
+  log_->info("job cancelled job={}", id);
+  return InfoOf(*sched_.GetJob(id));
+}
+
+Result<std::pair<v1::JobInfo, std::string>> Coordinator::GetResults(const JobId& id) {
+  std::lock_guard lock(mu_);
+  auto v = sched_.GetJob(id);
+  if (!v) return NotFound("no job '" + id + "'");
+  return std::make_pair(InfoOf(*v), v->record.result_json);
+}
+
+Status Coordinator::Watch(const JobId& id, JobWatcher* watcher) {
+  std::lock_guard lock(mu_);
+  auto v = sched_.GetJob(id);
+  if (!v) return NotFound("no job '" + id + "'");
+  watchers_.emplace(id, watcher);
+  watcher->OnJob(InfoOf(*v));
+  return Status::Ok();
+}
+
+void Coordinator::Unwatch(JobWatcher* watcher) {
+  std::lock_guard lock(mu_);
+  std::erase_if(watchers_, [&](const auto& kv) { return kv.second == watcher; });
+}
+
+void Coordinator::Tick() {
+  std::lock_guard lock(mu_);
+  Time now = clock_->Now();
+  auto wake = sched_.NextWakeup();
+  if (!wake || *wake > now) return;
+  sched_.Tick(now);
+  CommitAndNotify(now);
+}
+
+CoordinatorMetrics Coordinator::Metrics() {
+  std::lock_guard lock(mu_);
+  CoordinatorMetrics m = metrics_;
+  m.pending_tasks = sched_.pending_tasks();
+  m.active_leases = sched_.active_leases();
+  m.connected_agents = sched_.connected_agents();
+  return m;
+}
+
+}  // namespace claw

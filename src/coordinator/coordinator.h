@@ -1,0 +1,150 @@
+// Coordinator: job intake, scheduling and agent sessions, behind one mutex.
+//
+// It drives the core Scheduler and commits each step's StoreBatch to the
+// Store *before* telling anyone (agents, clients, watchers) about it. If the
+// store fails, the coordinator stops the process (crash-only): a restart
+// rebuilds everything from the store, so no half-applied state is ever
+// served.
+//
+// Transport adapters (gRPC services, the HTTP API) translate wire messages
+// and call in here; they see sessions and watchers through the small
+// SessionSink and JobWatcher interfaces. Protobuf message types are used as
+// plain data; no gRPC type crosses this interface.
+//
+// Thread-safe: every public method may be called from any thread. Sinks and
+// watchers are called with the coordinator's mutex held and must not call
+// back into it.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "claw.pb.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "core/app.h"
+#include "core/scheduler.h"
+#include "store/store.h"
+
+namespace claw {
+
+struct CoordinatorOptions {
+  SchedulerOptions scheduler;
+  Duration heartbeat = std::chrono::seconds(5);  // told to agents
+  uint32_t max_batch = 256;                      // results per message, told to agents
+  // Limits on what one agent message may carry.
+  size_t max_results_per_message = 10'000;
+  size_t max_output_bytes = 4 << 20;
+  uint32_t max_want = 4096;
+  // How far an agent's Hello timestamp may be from ours.
+  Duration hello_skew = std::chrono::minutes(5);
+  // What to do when the store fails. Default: log and abort.
+  std::function<void(const Status&)> on_store_failure;
+};
+
+// One agent session's downstream half, implemented by the transport.
+class SessionSink {
+ public:
+  virtual ~SessionSink() = default;
+  virtual void Send(const v1::CoordinatorMessage& msg) = 0;
+  // Ends the session with an error the agent will see.
+  virtual void Close(const Status& why) = 0;
+};
+
+// A client watching one job, implemented by the transport.
+class JobWatcher {
+ public:
+  virtual ~JobWatcher() = default;
+  virtual void OnJob(const v1::JobInfo& info) = 0;
+};
+
+struct CoordinatorMetrics {
+  uint64_t jobs_submitted = 0;
+  uint64_t results_accepted = 0;
+  uint64_t results_stale = 0;
+  uint64_t task_failures = 0;
+  uint64_t assignments_sent = 0;
+  uint64_t store_commits = 0;
+  size_t pending_tasks = 0;
+  size_t active_leases = 0;
+  size_t connected_agents = 0;
+};
+
+class Coordinator {
+ public:
+  // Rebuilds state from `store`. All pointers must outlive the coordinator.
+  static Result<std::unique_ptr<Coordinator>> Create(Store* store, const AppRegistry* apps,
+                                                     const Clock* clock,
+                                                     CoordinatorOptions options, Logger log);
+  ~Coordinator();
+
+  // ---- agents ----
+  // Creates `n` one-time enrollment tokens valid for `ttl`; returns them in
+  // clear (only their hashes are stored).
+  Result<std::vector<std::string>> CreateEnrollTokens(size_t n, Duration ttl);
+  // PermissionDenied for a bad token; InvalidArgument for a bad key or report.
+  Result<v1::EnrollResponse> Enroll(const v1::EnrollRequest& req);
+  // Verifies the Hello and registers `sink` as the agent's session (closing
+  // an older session of the same agent). Returns the agent id.
+  Result<AgentId> OpenSession(const v1::Hello& hello, SessionSink* sink);
+  // Applies one agent message. A malformed message closes the session with
+  // InvalidArgument and changes nothing.
+  void OnAgentMessage(SessionSink* sink, v1::AgentMessage& msg);
+  // The session ended (either side). After this returns `sink` is not used.
+  void CloseSession(SessionSink* sink);
+
+  // ---- clients ----
+  Result<JobId> Submit(std::string_view spec_json, const std::string& owner);
+  Result<v1::JobInfo> GetJob(const JobId& id);
+  std::vector<v1::JobInfo> ListJobs(size_t limit);
+  Result<v1::JobInfo> Cancel(const JobId& id);
+  // The job's info and merged result (empty until done).
+  Result<std::pair<v1::JobInfo, std::string>> GetResults(const JobId& id);
+  // Registers a watcher: it gets the current state at once, then each change.
+  Status Watch(const JobId& id, JobWatcher* watcher);
+  void Unwatch(JobWatcher* watcher);
+
+  // ---- time ----
+  // Expires leases and re-issues orphaned work. Call often (every ~100 ms).
+  void Tick();
+
+  CoordinatorMetrics Metrics();
+
+ private:
+  Coordinator(Store* store, const AppRegistry* apps, const Clock* clock,
+              CoordinatorOptions options, Logger log);
+  struct Session {
+    AgentId agent;
+    SessionSink* sink;
+  };
+  // Dispatches, commits the batch, then sends what the step produced.
+  // `acks` are appended to the message for `ack_to`.
+  void CommitAndNotify(Time now, SessionSink* ack_to = nullptr, std::vector<LeaseId> acks = {});
+  Status ValidateAgentMessage(const v1::AgentMessage& msg) const;
+  v1::JobInfo InfoOf(const JobView& v) const;
+
+  Store* store_;
+  const AppRegistry* apps_;
+  const Clock* clock_;
+  CoordinatorOptions options_;
+  Logger log_;
+
+  std::mutex mu_;
+  Scheduler sched_;                                           // guarded by mu_
+  std::unordered_map<SessionSink*, Session> sessions_;        // guarded by mu_
+  std::unordered_map<AgentId, SessionSink*> session_of_;      // guarded by mu_
+  std::unordered_map<AgentId, std::string> public_keys_;      // guarded by mu_ (cache)
+  std::multimap<JobId, JobWatcher*> watchers_;                // guarded by mu_
+  CoordinatorMetrics metrics_;                                // guarded by mu_
+};
+
+// The JSON form of a job's info, as the HTTP API and `--json` print it.
+nlohmann::json JobInfoToJson(const v1::JobInfo& info);
+
+}  // namespace claw

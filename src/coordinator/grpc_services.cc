@@ -1,0 +1,250 @@
+#include "coordinator/grpc_services.h"
+
+#include <deque>
+#include <mutex>
+
+namespace claw {
+
+grpc::Status ToGrpc(const Status& st) {
+  using C = grpc::StatusCode;
+  C code = C::UNKNOWN;
+  switch (st.code()) {
+    case StatusCode::kOk: return grpc::Status::OK;
+    case StatusCode::kInvalidArgument: code = C::INVALID_ARGUMENT; break;
+    case StatusCode::kNotFound: code = C::NOT_FOUND; break;
+    case StatusCode::kAlreadyExists: code = C::ALREADY_EXISTS; break;
+    case StatusCode::kFailedPrecondition: code = C::FAILED_PRECONDITION; break;
+    case StatusCode::kPermissionDenied: code = C::PERMISSION_DENIED; break;
+    case StatusCode::kResourceExhausted: code = C::RESOURCE_EXHAUSTED; break;
+    case StatusCode::kUnavailable: code = C::UNAVAILABLE; break;
+    case StatusCode::kInternal: code = C::INTERNAL; break;
+  }
+  return grpc::Status(code, st.message());
+}
+
+namespace {
+
+template <typename T>
+grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const Result<T>& r) {
+  auto* reactor = ctx->DefaultReactor();
+  reactor->Finish(r.ok() ? grpc::Status::OK : ToGrpc(r.status()));
+  return reactor;
+}
+
+// One agent's session stream. Reads are applied to the Coordinator as they
+// arrive; writes from the Coordinator are queued, since the callback API
+// allows one write in flight per stream.
+class SessionReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>,
+                             public SessionSink {
+ public:
+  explicit SessionReactor(Coordinator* c) : coordinator_(c) { StartRead(&in_); }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the agent closed its side or the stream broke
+      coordinator_->CloseSession(this);
+      Close(Status::Ok());
+      return;
+    }
+    if (!opened_) {
+      if (!in_.has_hello()) {
+        Close(InvalidArgument("session: the first message must carry hello"));
+        return;
+      }
+      auto agent = coordinator_->OpenSession(in_.hello(), this);
+      if (!agent.ok()) {
+        Close(agent.status());
+        return;
+      }
+      opened_ = true;
+      in_.clear_hello();
+    }
+    coordinator_->OnAgentMessage(this, in_);
+    in_.Clear();
+    StartRead(&in_);
+  }
+
+  void Send(const v1::CoordinatorMessage& msg) override {
+    std::lock_guard lock(mu_);
+    if (finishing_) return;
+    out_.push_back(msg);
+    if (!writing_) WriteFront();
+  }
+
+  void Close(const Status& why) override {
+    std::lock_guard lock(mu_);
+    if (finishing_) return;
+    finishing_ = true;
+    finish_status_ = ToGrpc(why);
+    if (!writing_) FinishNow();
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard lock(mu_);
+    out_.pop_front();
+    writing_ = false;
+    if (!ok) {
+      out_.clear();
+      finishing_ = true;
+    }
+    if (!out_.empty() && !finishing_) {
+      WriteFront();
+    } else if (finishing_) {
+      FinishNow();
+    }
+  }
+
+  void OnDone() override {
+    coordinator_->CloseSession(this);
+    delete this;
+  }
+
+ private:
+  void WriteFront() {  // mu_ held
+    writing_ = true;
+    StartWrite(&out_.front());
+  }
+  void FinishNow() {  // mu_ held, no write in flight
+    if (finished_) return;
+    finished_ = true;
+    Finish(finish_status_);
+  }
+
+  Coordinator* coordinator_;
+  v1::AgentMessage in_;
+  bool opened_ = false;
+  std::mutex mu_;
+  std::deque<v1::CoordinatorMessage> out_;  // guarded by mu_
+  bool writing_ = false;                    // guarded by mu_
+  bool finishing_ = false;                  // guarded by mu_
+  bool finished_ = false;                   // guarded by mu_
+  grpc::Status finish_status_;              // guarded by mu_
+};
+
+// Streams a job's info on each change; coalesces bursts (a slow client sees
+// the latest state, not every step) and ends when the job ends.
+class WatchReactor final : public grpc::ServerWriteReactor<v1::JobInfo>, public JobWatcher {
+ public:
+  WatchReactor(Coordinator* c, const std::string& job) : coordinator_(c) {
+    Status st = coordinator_->Watch(job, this);
+    if (!st.ok()) {
+      std::lock_guard lock(mu_);
+      finished_ = true;
+      Finish(ToGrpc(st));
+    }
+  }
+
+  void OnJob(const v1::JobInfo& info) override {
+    std::lock_guard lock(mu_);
+    if (finished_) return;
+    latest_ = info;
+    have_new_ = true;
+    if (!writing_) WriteLatest();
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard lock(mu_);
+    writing_ = false;
+    if (!ok) {
+      FinishOnce(grpc::Status::CANCELLED);
+    } else if (have_new_) {
+      WriteLatest();
+    } else if (current_.state() != "running") {
+      FinishOnce(grpc::Status::OK);
+    }
+  }
+
+  void OnCancel() override {
+    std::lock_guard lock(mu_);
+    if (!writing_) FinishOnce(grpc::Status::CANCELLED);
+  }
+
+  void OnDone() override {
+    coordinator_->Unwatch(this);
+    delete this;
+  }
+
+ private:
+  void WriteLatest() {  // mu_ held
+    current_ = latest_;
+    have_new_ = false;
+    writing_ = true;
+    StartWrite(&current_);
+  }
+  void FinishOnce(const grpc::Status& st) {  // mu_ held
+    if (finished_) return;
+    finished_ = true;
+    Finish(st);
+  }
+
+  Coordinator* coordinator_;
+  std::mutex mu_;
+  v1::JobInfo latest_, current_;  // guarded by mu_
+  bool have_new_ = false;         // guarded by mu_
+  bool writing_ = false;          // guarded by mu_
+  bool finished_ = false;         // guarded by mu_
+};
+
+}  // namespace
+
+grpc::ServerUnaryReactor* AgentServiceImpl::Enroll(grpc::CallbackServerContext* ctx,
+                                                   const v1::EnrollRequest* req,
+                                                   v1::EnrollResponse* resp) {
+  auto r = coordinator_->Enroll(*req);
+  if (r.ok()) *resp = std::move(r).value();
+  return Done(ctx, r);
+}
+
+grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* AgentServiceImpl::Session(
+    grpc::CallbackServerContext*) {
+  return new SessionReactor(coordinator_);
+}
+
+grpc::ServerUnaryReactor* ClientServiceImpl::SubmitJob(grpc::CallbackServerContext* ctx,
+                                                       const v1::SubmitJobRequest* req,
+                                                       v1::SubmitJobResponse* resp) {
+  auto r = coordinator_->Submit(req->spec_json(), "local");
+  if (r.ok()) resp->set_job_id(*r);
+  return Done(ctx, r);
+}
+
+grpc::ServerUnaryReactor* ClientServiceImpl::GetJob(grpc::CallbackServerContext* ctx,
+                                                    const v1::JobRef* req, v1::JobInfo* resp) {
+  auto r = coordinator_->GetJob(req->job_id());
+  if (r.ok()) *resp = std::move(r).value();
+  return Done(ctx, r);
+}
+
+grpc::ServerUnaryReactor* ClientServiceImpl::ListJobs(grpc::CallbackServerContext* ctx,
+                                                      const v1::ListJobsRequest* req,
+                                                      v1::ListJobsResponse* resp) {
+  size_t limit = req->limit() == 0 ? 100 : std::min<size_t>(req->limit(), 10'000);
+  for (auto& j : coordinator_->ListJobs(limit)) *resp->add_jobs() = std::move(j);
+  auto* reactor = ctx->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ClientServiceImpl::CancelJob(grpc::CallbackServerContext* ctx,
+                                                       const v1::JobRef* req, v1::JobInfo* resp) {
+  auto r = coordinator_->Cancel(req->job_id());
+  if (r.ok()) *resp = std::move(r).value();
+  return Done(ctx, r);
+}
+
+grpc::ServerWriteReactor<v1::JobInfo>* ClientServiceImpl::WatchJob(grpc::CallbackServerContext*,
+                                                                   const v1::JobRef* req) {
+  return new WatchReactor(coordinator_, req->job_id());
+}
+
+grpc::ServerUnaryReactor* ClientServiceImpl::GetResults(grpc::CallbackServerContext* ctx,
+                                                        const v1::JobRef* req,
+                                                        v1::GetResultsResponse* resp) {
+  auto r = coordinator_->GetResults(req->job_id());
+  if (r.ok()) {
+    *resp->mutable_job() = std::move(r->first);
+    resp->set_result_json(std::move(r->second));
+  }
+  return Done(ctx, r);
+}
+
+}  // namespace claw

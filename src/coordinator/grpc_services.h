@@ -1,0 +1,49 @@
+// gRPC glue for the coordinator (callback API). Handlers translate messages
+// and call Coordinator; they hold no state of their own beyond one call.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include "claw.grpc.pb.h"
+#include "coordinator/coordinator.h"
+
+namespace claw {
+
+// Maps a Status to the gRPC status a client sees.
+grpc::Status ToGrpc(const Status& st);
+
+class AgentServiceImpl final : public v1::AgentService::CallbackService {
+ public:
+  explicit AgentServiceImpl(Coordinator* c) : coordinator_(c) {}
+  grpc::ServerUnaryReactor* Enroll(grpc::CallbackServerContext* ctx, const v1::EnrollRequest* req,
+                                   v1::EnrollResponse* resp) override;
+  grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* Session(
+      grpc::CallbackServerContext* ctx) override;
+
+ private:
+  Coordinator* coordinator_;
+};
+
+class ClientServiceImpl final : public v1::ClientService::CallbackService {
+ public:
+  explicit ClientServiceImpl(Coordinator* c) : coordinator_(c) {}
+  grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx,
+                                      const v1::SubmitJobRequest* req,
+                                      v1::SubmitJobResponse* resp) override;
+  grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* ctx, const v1::JobRef* req,
+                                   v1::JobInfo* resp) override;
+  grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* ctx,
+                                     const v1::ListJobsRequest* req,
+                                     v1::ListJobsResponse* resp) override;
+  grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* ctx, const v1::JobRef* req,
+                                      v1::JobInfo* resp) override;
+  grpc::ServerWriteReactor<v1::JobInfo>* WatchJob(grpc::CallbackServerContext* ctx,
+                                                  const v1::JobRef* req) override;
+  grpc::ServerUnaryReactor* GetResults(grpc::CallbackServerContext* ctx, const v1::JobRef* req,
+                                       v1::GetResultsResponse* resp) override;
+
+ private:
+  Coordinator* coordinator_;
+};
+
+}  // namespace claw

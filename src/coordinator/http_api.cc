@@ -1,0 +1,129 @@
+#include "coordinator/http_api.h"
+
+#include <httplib.h>
+
+#include "coordinator/dashboard.h"
+#include "core/job_spec.h"
+
+namespace claw {
+namespace {
+
+int HttpCode(StatusCode c) {
+  switch (c) {
+    case StatusCode::kInvalidArgument: return 400;
+    case StatusCode::kPermissionDenied: return 403;
+    case StatusCode::kNotFound: return 404;
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kFailedPrecondition: return 409;
+    case StatusCode::kResourceExhausted: return 413;
+    case StatusCode::kUnavailable: return 503;
+    default: return 500;
+  }
+}
+
+void Reply(httplib::Response& res, int code, const nlohmann::json& body) {
+  res.status = code;
+  res.set_content(body.dump(2) + "\n", "application/json");
+}
+
+void ReplyError(httplib::Response& res, const Status& st) {
+  Reply(res, HttpCode(st.code()),
+        {{"error", {{"code", StatusCodeName(st.code())}, {"message", st.message()}}}});
+}
+
+}  // namespace
+
+HttpApi::HttpApi(Coordinator* coordinator)
+    : coordinator_(coordinator), server_(std::make_unique<httplib::Server>()) {}
+
+HttpApi::~HttpApi() { Stop(); }
+
+void HttpApi::Routes() {
+  httplib::Server& s = *server_;
+  s.set_payload_max_length(kMaxSpecBytes + 1024);
+  s.Post("/api/jobs", [this](const httplib::Request& req, httplib::Response& res) {
+    auto id = coordinator_->Submit(req.body, "local");
+    if (!id.ok()) return ReplyError(res, id.status());
+    auto info = coordinator_->GetJob(*id);
+    Reply(res, 201, info.ok() ? JobInfoToJson(*info) : nlohmann::json{{"job_id", *id}});
+  });
+  s.Get("/api/jobs", [this](const httplib::Request& req, httplib::Response& res) {
+    size_t limit = 100;
+    if (req.has_param("limit")) {
+      try {
+        limit = std::clamp<size_t>(std::stoul(req.get_param_value("limit")), 1, 10'000);
+      } catch (...) {
+        return ReplyError(res, InvalidArgument("limit: must be a positive integer"));
+      }
+    }
+    nlohmann::json jobs = nlohmann::json::array();
+    for (const auto& j : coordinator_->ListJobs(limit)) jobs.push_back(JobInfoToJson(j));
+    Reply(res, 200, {{"jobs", jobs}});
+  });
+  s.Get(R"(/api/jobs/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    auto info = coordinator_->GetJob(req.matches[1]);
+    if (!info.ok()) return ReplyError(res, info.status());
+    Reply(res, 200, JobInfoToJson(*info));
+  });
+  s.Post(R"(/api/jobs/([^/]+)/cancel)", [this](const httplib::Request& req,
+                                                httplib::Response& res) {
+    auto info = coordinator_->Cancel(req.matches[1]);
+    if (!info.ok()) return ReplyError(res, info.status());
+    Reply(res, 200, JobInfoToJson(*info));
+  });
+  s.Get(R"(/api/jobs/([^/]+)/results)", [this](const httplib::Request& req,
+                                                httplib::Response& res) {
+    auto r = coordinator_->GetResults(req.matches[1]);
+    if (!r.ok()) return ReplyError(res, r.status());
+    nlohmann::json result = r->second.empty() ? nlohmann::json(nullptr)
+                                              : nlohmann::json::parse(r->second, nullptr, false);
+    Reply(res, 200, {{"job", JobInfoToJson(r->first)}, {"result", result}});
+  });
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    CoordinatorMetrics m = coordinator_->Metrics();
+    std::string out;
+    auto line = [&](const char* name, const char* type, double v) {
+      out += std::string("# TYPE ") + name + " " + type + "\n" + name + " " +
+             std::to_string(v) + "\n";
+    };
+    line("claw_jobs_submitted_total", "counter", m.jobs_submitted);
+    line("claw_results_accepted_total", "counter", m.results_accepted);
+    line("claw_results_stale_total", "counter", m.results_stale);
+    line("claw_task_failures_total", "counter", m.task_failures);
+    line("claw_assignments_sent_total", "counter", m.assignments_sent);
+    line("claw_store_commits_total", "counter", m.store_commits);
+    line("claw_pending_tasks", "gauge", m.pending_tasks);
+    line("claw_active_leases", "gauge", m.active_leases);
+    line("claw_connected_agents", "gauge", m.connected_agents);
+    res.set_content(out, "text/plain; version=0.0.4");
+  });
+  s.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(kDashboardHtml, "text/html; charset=utf-8");
+  });
+  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    if (res.status == 404) {
+      ReplyError(res, NotFound("no route " + req.method + " " + req.path));
+    } else if (res.status == 413) {
+      ReplyError(res, ResourceExhausted("request body larger than " +
+                                        std::to_string(kMaxSpecBytes) + " bytes"));
+    }
+  });
+}
+
+Result<int> HttpApi::Start(const std::string& host, int port) {
+  Routes();
+  int bound = port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
+  if (bound < 0) return Unavailable("cannot bind HTTP " + host + ":" + std::to_string(port));
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  return bound;
+}
+
+void HttpApi::Stop() {
+  if (thread_.joinable()) {
+    server_->stop();
+    thread_.join();
+  }
+}
+
+}  // namespace claw

@@ -1,0 +1,43 @@
+// The HTTP/JSON mirror of the client API, plus /metrics and the dashboard.
+//
+//   POST /api/jobs               body: job spec JSON  -> 201 {"job_id": ...}
+//   GET  /api/jobs               -> {"jobs": [...]}   (?limit=N)
+//   GET  /api/jobs/{id}          -> job info
+//   POST /api/jobs/{id}/cancel   -> job info
+//   GET  /api/jobs/{id}/results  -> {"job": ..., "result": ...}
+//   GET  /metrics                -> Prometheus text
+//   GET  /                       -> dashboard
+//
+// Errors are 4xx/5xx with {"error": {"code": "...", "message": "..."}}.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "common/status.h"
+#include "coordinator/coordinator.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace claw {
+
+class HttpApi {
+ public:
+  explicit HttpApi(Coordinator* coordinator);
+  ~HttpApi();
+  // Binds `host:port` (port 0: any free port) and serves on a thread.
+  // Returns the bound port.
+  Result<int> Start(const std::string& host, int port);
+  void Stop();
+
+ private:
+  void Routes();
+  Coordinator* coordinator_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+};
+
+}  // namespace claw

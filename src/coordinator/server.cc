@@ -1,0 +1,126 @@
+#include "coordinator/server.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace claw {
+namespace {
+
+Status WriteFileAtomically(const std::string& path, const std::string& content, mode_t mode) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    if (!f) return Unavailable("cannot write " + tmp);
+    f << content;
+    if (!f.flush()) return Unavailable("cannot write " + tmp);
+  }
+  chmod(tmp.c_str(), mode);
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return Unavailable("cannot rename " + tmp + ": " + ec.message());
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(ServerOptions options,
+                                                                    const AppRegistry* apps,
+                                                                    Logger log) {
+  std::unique_ptr<CoordinatorServer> s(new CoordinatorServer());
+  s->options_ = std::move(options);
+  s->log_ = log;
+  std::error_code ec;
+  std::filesystem::create_directories(s->options_.data_dir, ec);
+  if (ec) return Unavailable("cannot create data dir " + s->options_.data_dir + ": " + ec.message());
+
+  auto store = OpenSqliteStore(s->options_.data_dir + "/claw.db", s->options_.sqlite);
+  if (!store.ok()) return store.status();
+  s->store_ = std::move(store).value();
+  auto coordinator = Coordinator::Create(s->store_.get(), apps, SystemClock::Get(),
+                                         s->options_.coordinator, log);
+  if (!coordinator.ok()) return coordinator.status();
+  s->coordinator_ = std::move(coordinator).value();
+
+  if (s->options_.enroll_tokens > 0) {
+    auto tokens =
+        s->coordinator_->CreateEnrollTokens(s->options_.enroll_tokens, s->options_.enroll_token_ttl);
+    if (!tokens.ok()) return tokens.status();
+    s->tokens_ = std::move(tokens).value();
+    std::string text;
+    for (const auto& t : s->tokens_) text += t + "\n";
+    CLAW_RETURN_IF_ERROR(WriteFileAtomically(s->options_.data_dir + "/enroll-tokens", text, 0600));
+  }
+
+  s->agent_service_ = std::make_unique<AgentServiceImpl>(s->coordinator_.get());
+  s->client_service_ = std::make_unique<ClientServiceImpl>(s->coordinator_.get());
+  grpc::ServerBuilder builder;
+  std::string address = s->options_.grpc_host + ":" + std::to_string(s->options_.grpc_port);
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &s->grpc_port_);
+  builder.SetMaxReceiveMessageSize(s->options_.max_message_bytes);
+  builder.SetMaxSendMessageSize(s->options_.max_message_bytes);
+  builder.RegisterService(s->agent_service_.get());
+  builder.RegisterService(s->client_service_.get());
+  s->grpc_ = builder.BuildAndStart();
+  if (!s->grpc_ || s->grpc_port_ == 0) return Unavailable("cannot listen for gRPC on " + address);
+
+  if (s->options_.http_port >= 0) {
+    s->http_ = std::make_unique<HttpApi>(s->coordinator_.get());
+    auto port = s->http_->Start(s->options_.http_host, s->options_.http_port);
+    if (!port.ok()) return port.status();
+    s->http_port_ = *port;
+  }
+  CLAW_RETURN_IF_ERROR(s->WriteInfoFile());
+  s->ticker_ = std::thread([srv = s.get()] {
+    std::unique_lock lock(srv->mu_);
+    while (!srv->stopping_) {
+      lock.unlock();
+      srv->coordinator_->Tick();
+      lock.lock();
+      srv->cv_.wait_for(lock, srv->options_.tick, [srv] { return srv->stopping_; });
+    }
+  });
+  log->info("coordinator listening grpc={} http={} data={}", s->grpc_target(), s->http_url(),
+            s->options_.data_dir);
+  return s;
+}
+
+CoordinatorServer::~CoordinatorServer() { Shutdown(); }
+
+std::string CoordinatorServer::grpc_target() const {
+  return options_.grpc_host + ":" + std::to_string(grpc_port_);
+}
+
+std::string CoordinatorServer::http_url() const {
+  if (http_port_ < 0) return "";
+  return "http://" + options_.http_host + ":" + std::to_string(http_port_);
+}
+
+Status CoordinatorServer::WriteInfoFile() const {
+  nlohmann::json info = {{"grpc", grpc_target()}, {"http", http_url()}, {"pid", getpid()}};
+  return WriteFileAtomically(options_.data_dir + "/coordinator.json", info.dump() + "\n", 0644);
+}
+
+void CoordinatorServer::Shutdown() {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (ticker_.joinable()) ticker_.join();
+  if (http_) http_->Stop();
+  // Ends open streams promptly instead of waiting for agents to hang up.
+  if (grpc_) grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+  std::error_code ec;
+  std::filesystem::remove(options_.data_dir + "/coordinator.json", ec);
+}
+
+void CoordinatorServer::Wait() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [this] { return stopping_; });
+}
+
+}  // namespace claw

@@ -1,0 +1,80 @@
+// CoordinatorServer: a Coordinator with its transports — the gRPC services,
+// the HTTP API, and the timer that expires leases — on one data directory.
+//
+// On start it writes <data_dir>/coordinator.json naming the bound addresses
+// (so that `--port 0` works for tests and local tools). Thread-safe; stopped
+// by Shutdown() or the destructor.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <condition_variable>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "common/log.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/grpc_services.h"
+#include "coordinator/http_api.h"
+#include "store/store.h"
+
+namespace claw {
+
+struct ServerOptions {
+  std::string data_dir = "./claw-data";
+  std::string grpc_host = "127.0.0.1";
+  int grpc_port = 7450;  // 0: any free port
+  std::string http_host = "127.0.0.1";
+  int http_port = 7451;  // 0: any free port; -1: no HTTP
+  int max_message_bytes = 16 << 20;
+  // One-time enrollment tokens to create at start, written to
+  // <data_dir>/enroll-tokens (mode 0600).
+  size_t enroll_tokens = 0;
+  Duration enroll_token_ttl = std::chrono::hours(24);
+  Duration tick = std::chrono::milliseconds(50);
+  SqliteOptions sqlite;
+  CoordinatorOptions coordinator;
+};
+
+class CoordinatorServer {
+ public:
+  static Result<std::unique_ptr<CoordinatorServer>> Start(ServerOptions options,
+                                                          const AppRegistry* apps, Logger log);
+  ~CoordinatorServer();
+
+  int grpc_port() const { return grpc_port_; }
+  int http_port() const { return http_port_; }
+  std::string grpc_target() const;
+  std::string http_url() const;
+  Coordinator* coordinator() { return coordinator_.get(); }
+  const std::vector<std::string>& enroll_tokens() const { return tokens_; }
+
+  // Stops accepting calls, ends sessions, and stops the timer. Idempotent.
+  void Shutdown();
+  // Blocks until Shutdown() is called from another thread.
+  void Wait();
+
+ private:
+  CoordinatorServer() = default;
+  Status WriteInfoFile() const;
+
+  ServerOptions options_;
+  Logger log_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Coordinator> coordinator_;
+  std::unique_ptr<AgentServiceImpl> agent_service_;
+  std::unique_ptr<ClientServiceImpl> client_service_;
+  std::unique_ptr<grpc::Server> grpc_;
+  std::unique_ptr<HttpApi> http_;
+  std::vector<std::string> tokens_;
+  int grpc_port_ = 0;
+  int http_port_ = -1;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;  // guarded by mu_
+  std::thread ticker_;
+};
+
+}  // namespace claw
