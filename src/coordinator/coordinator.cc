@@ -285,6 +285,7 @@ void Coordinator::OnAgentMessage(SessionSink* sink, v1::AgentMessage& msg) {
     sched_.LeaseReturned(agent, l, now);
     acks.push_back(l);
   }
+  if (msg.withdraw()) sched_.WithdrawDemand(agent);
   if (msg.want() > 0) sched_.AddDemand(agent, msg.want());
   CommitAndNotify(now, sink, std::move(acks));
 }

@@ -279,6 +279,13 @@ void Scheduler::AddDemand(const AgentId& id, uint32_t slots) {
   wanting_.insert(&agent);
 }
 
+void Scheduler::WithdrawDemand(const AgentId& id) {
+  auto it = agents_.find(id);
+  if (it == agents_.end()) return;
+  it->second->demand = 0;
+  wanting_.erase(it->second.get());
+}
+
 size_t Scheduler::connected_agents() const {
   size_t n = 0;
   for (const auto& [id, a] : agents_) n += a->connected ? 1 : 0;

@@ -159,6 +159,9 @@ class Scheduler {
   // The agent can take `slots` more tasks.
   void AddDemand(const AgentId& agent, uint32_t slots);
 
+  // The agent takes nothing more until it asks again.
+  void WithdrawDemand(const AgentId& agent);
+
   // Matches outstanding demand with pending tasks, granting leases.
   std::vector<AgentAssignments> Dispatch(Time now);
 

@@ -1,0 +1,432 @@
+#include "agent/agent.h"
+
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+#include <nlohmann/json.hpp>
+
+#include "claw.grpc.pb.h"
+#include "common/crypto.h"
+
+namespace claw {
+
+// A report waiting for the coordinator's acknowledgement.
+struct Agent::Report {
+  enum class Kind { kResult, kFailure, kReturned } kind;
+  std::string output_or_reason;
+  uint64_t runtime_us = 0;
+};
+
+struct Agent::Event {
+  enum class Kind { kMessage, kOutcome, kStreamEnded, kWake } kind;
+  v1::CoordinatorMessage msg;
+  TaskOutcome outcome;
+};
+
+// One session stream and the thread that reads it.
+class Agent::Session {
+ public:
+  Session(std::shared_ptr<grpc::Channel> channel, Agent* agent)
+      : stub_(v1::AgentService::NewStub(channel)), agent_(agent) {}
+  ~Session() {
+    ctx_.TryCancel();
+    if (reader_.joinable()) reader_.join();
+  }
+  bool Open(const v1::AgentMessage& hello) {
+    stream_ = stub_->Session(&ctx_);
+    if (!stream_->Write(hello)) return false;
+    reader_ = std::thread([this] {
+      Event e{Event::Kind::kMessage, {}, {}};
+      while (stream_->Read(&e.msg)) {
+        agent_->Post(std::move(e));
+        e = Event{Event::Kind::kMessage, {}, {}};
+      }
+      agent_->Post(Event{Event::Kind::kStreamEnded, {}, {}});
+    });
+    return true;
+  }
+  bool Write(const v1::AgentMessage& m) { return !broken_ && (broken_ = !stream_->Write(m), !broken_); }
+  grpc::Status Finish() {
+    ctx_.TryCancel();
+    if (reader_.joinable()) reader_.join();
+    return stream_ ? stream_->Finish() : grpc::Status::CANCELLED;
+  }
+  void Cancel() { ctx_.TryCancel(); }
+  bool ended = false;
+
+ private:
+  std::unique_ptr<v1::AgentService::Stub> stub_;
+  Agent* agent_;
+  grpc::ClientContext ctx_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::CoordinatorMessage>> stream_;
+  std::thread reader_;
+  bool broken_ = false;
+};
+
+double MeasureFlops(int ms) {
+  double a[8] = {1, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7};
+  const double b = 0.999999, c = 1e-7;
+  uint64_t iters = 0;
+  Stopwatch w;
+  while (w.Micros() < ms * 1000) {
+    for (int k = 0; k < 100'000; ++k) {
+      for (double& x : a) x = x * b + c;
+    }
+    iters += 100'000;
+  }
+  volatile double sink = a[0] + a[7];
+  (void)sink;
+  return static_cast<double>(iters) * 16.0 / w.Seconds();
+}
+
+Agent::Agent(AgentOptions options, const Clock* clock, std::unique_ptr<Sensors> sensors,
+             Logger log)
+    : options_(std::move(options)),
+      clock_(clock),
+      sensors_(std::move(sensors)),
+      log_(std::move(log)),
+      policy_(options_.availability) {
+  slots_ = options_.slots ? options_.slots : std::max(1u, std::thread::hardware_concurrency());
+  if (options_.worker_executable.empty()) options_.worker_executable = SelfExecutable();
+}
+
+Agent::~Agent() { Stop(); }
+
+void Agent::Post(Event e) {
+  {
+    std::lock_guard lock(mu_);
+    events_.push_back(std::move(e));
+  }
+  cv_.notify_one();
+}
+
+void Agent::Stop() {
+  stop_ = true;
+  std::lock_guard lock(mu_);
+  if (active_) active_->Cancel();
+  cv_.notify_all();
+}
+
+v1::DeviceReport Agent::Device() const {
+  v1::DeviceReport d;
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  d.set_hostname(host);
+  utsname u;
+  if (uname(&u) == 0) {
+    std::string os = u.sysname;
+    for (char& ch : os) ch = static_cast<char>(std::tolower(ch));
+    d.set_os(os);
+    d.set_arch(u.machine);
+  }
+  d.set_cores(std::thread::hardware_concurrency());
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) d.set_memory_bytes(static_cast<uint64_t>(pages) * page);
+  d.set_flops(flops_);
+  d.set_slots(static_cast<uint32_t>(slots_));
+  return d;
+}
+
+// ---- identity -----------------------------------------------------------------
+
+Status Agent::LoadOrEnroll() {
+  std::error_code ec;
+  std::filesystem::create_directories(options_.state_dir, ec);
+  std::string path = options_.state_dir + "/identity.json";
+  if (std::ifstream f(path); f) {
+    auto j = nlohmann::json::parse(f, nullptr, false);
+    if (j.is_object() && j.contains("agent_id") && j.contains("secret_key")) {
+      identity_.agent_id = j["agent_id"].get<std::string>();
+      std::string hex = j["secret_key"].get<std::string>();
+      std::string key;
+      for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+        key.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+      }
+      identity_.secret_key = key;
+      identity_.public_key = key.size() == 64 ? key.substr(32) : "";
+      if (identity_.public_key.size() == 32) return Status::Ok();
+    }
+    return InvalidArgument(path + ": unreadable identity; remove it and enroll again");
+  }
+  if (options_.token.empty()) {
+    return FailedPrecondition("this agent is not enrolled: pass --token (one-time token from "
+                              "the coordinator's enroll-tokens file)");
+  }
+  KeyPair kp = GenerateSigningKey();
+  v1::EnrollRequest req;
+  req.set_token(options_.token);
+  req.set_public_key(kp.public_key);
+  *req.mutable_device() = Device();
+  Duration backoff = options_.backoff_initial;
+  while (!stop_) {
+    auto channel = grpc::CreateChannel(options_.coordinator, grpc::InsecureChannelCredentials());
+    auto stub = v1::AgentService::NewStub(channel);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::EnrollResponse resp;
+    grpc::Status st = stub->Enroll(&ctx, req, &resp);
+    if (st.ok()) {
+      identity_ = AgentIdentity{resp.agent_id(), kp.public_key, kp.secret_key};
+      nlohmann::json j = {{"agent_id", resp.agent_id()},
+                          {"coordinator", options_.coordinator},
+                          {"secret_key", ToHex(kp.secret_key)}};
+      std::string tmp = path + ".tmp";
+      {
+        std::ofstream f(tmp, std::ios::trunc);
+        f << j.dump() << "\n";
+      }
+      chmod(tmp.c_str(), 0600);
+      std::filesystem::rename(tmp, path, ec);
+      if (ec) return Unavailable("cannot save identity to " + path + ": " + ec.message());
+      log_->info("enrolled agent={} coordinator={}", identity_.agent_id, options_.coordinator);
+      return Status::Ok();
+    }
+    if (st.error_code() != grpc::StatusCode::UNAVAILABLE &&
+        st.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+      return PermissionDenied("enrollment refused: " + st.error_message());
+    }
+    log_->warn("coordinator unreachable for enrollment: {}; retrying", st.error_message());
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, options_.backoff_max);
+  }
+  return Unavailable("stopped before enrolling");
+}
+
+// ---- the loop -------------------------------------------------------------------
+
+size_t Agent::Target() const {
+  size_t prefetch = slots_;
+  if (avg_task_s_ > 0) {
+    prefetch = static_cast<size_t>(static_cast<double>(slots_) * options_.prefetch_seconds /
+                                   avg_task_s_);
+    prefetch = std::clamp<size_t>(prefetch, 1, options_.max_prefetch);
+  }
+  return slots_ + prefetch;
+}
+
+Status Agent::Run() {
+  CLAW_RETURN_IF_ERROR(LoadOrEnroll());
+  flops_ = MeasureFlops();
+  WorkerPoolOptions popts;
+  popts.workers = slots_;
+  popts.executable = options_.worker_executable;
+  popts.limits = options_.limits;
+  pool_ = std::make_unique<WorkerPool>(
+      popts, [this](TaskOutcome o) { Post(Event{Event::Kind::kOutcome, {}, std::move(o)}); },
+      log_);
+  CLAW_RETURN_IF_ERROR(pool_->Start());
+  log_->info("agent running agent={} slots={} flops_per_slot={:.3g} coordinator={}",
+             identity_.agent_id, slots_, flops_, options_.coordinator);
+
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(16 << 20);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  std::mt19937_64 jitter(std::random_device{}());
+  Duration backoff = options_.backoff_initial;
+  Status result = Status::Ok();
+  while (!stop_) {
+    auto channel =
+        grpc::CreateCustomChannel(options_.coordinator, grpc::InsecureChannelCredentials(), args);
+    Session session(channel, this);
+    {
+      std::lock_guard lock(mu_);
+      active_ = &session;
+    }
+    Status st = ServeSession(session);
+    {
+      std::lock_guard lock(mu_);
+      active_ = nullptr;
+    }
+    if (st.code() == StatusCode::kPermissionDenied) {
+      result = st;
+      break;
+    }
+    if (stop_) break;
+    if (st.ok()) backoff = options_.backoff_initial;  // it had been up: retry soon
+    std::uniform_real_distribution<double> spread(0.5, 1.5);
+    auto wait = Duration(static_cast<int64_t>(static_cast<double>(backoff.count()) * spread(jitter)));
+    log_->warn("session lost: {}; reconnecting in {} ms", st.message(), wait.count() / 1000);
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, wait, [this] { return stop_.load(); });
+    backoff = std::min(backoff * 2, options_.backoff_max);
+  }
+  pool_.reset();
+  return result;
+}
+
+Status Agent::ServeSession(Session& s) {
+  v1::AgentMessage hello;
+  v1::Hello* h = hello.mutable_hello();
+  h->set_agent_id(identity_.agent_id);
+  h->set_unix_ms(clock_->Now().unix_ms());
+  h->set_signature(Sign("claw-session-v1|" + identity_.agent_id + "|" +
+                            std::to_string(h->unix_ms()),
+                        identity_.secret_key));
+  for (uint64_t l : pool_->HeldLeases()) h->add_held_leases(l);
+  for (const auto& [l, r] : unacked_) h->add_held_leases(l);
+  *h->mutable_device() = Device();
+  requested_ = 0;
+  withdraw_ = false;
+  outbox_.clear();
+  for (const auto& [l, r] : unacked_) outbox_.push_back(l);  // re-send what was not acked
+  if (!s.Open(hello)) {
+    grpc::Status st = s.Finish();
+    return Unavailable(st.error_message().empty() ? "cannot open session" : st.error_message());
+  }
+  bool had_traffic = false;
+  last_send_ = clock_->Now();
+  next_sensor_read_ = clock_->Now();
+  while (!stop_ && !s.ended) {
+    std::deque<Event> batch;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(100),
+                   [this] { return !events_.empty() || stop_.load(); });
+      batch.swap(events_);
+    }
+    for (Event& e : batch) {
+      if (e.kind == Event::Kind::kMessage) had_traffic = true;
+      Handle(e, s);
+    }
+    if (clock_->Now() >= next_sensor_read_) CheckAvailability(s);
+    if (!s.ended && !Flush(s, false)) s.ended = true;
+  }
+  grpc::Status st = s.Finish();
+  if (st.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+    return PermissionDenied("coordinator refused the session: " + st.error_message());
+  }
+  if (stop_) return Status::Ok();
+  std::string why = st.ok() ? "session ended" : st.error_message();
+  return had_traffic ? Status::Ok() : Unavailable(why);
+}
+
+void Agent::Handle(Event& e, Session& s) {
+  switch (e.kind) {
+    case Event::Kind::kStreamEnded:
+      s.ended = true;
+      return;
+    case Event::Kind::kWake:
+      return;
+    case Event::Kind::kOutcome: {
+      TaskOutcome& o = e.outcome;
+      double secs = static_cast<double>(o.runtime_us) / 1e6;
+      avg_task_s_ = avg_task_s_ == 0 ? std::max(secs, 1e-6) : 0.9 * avg_task_s_ + 0.1 * secs;
+      Report r{o.ok ? Report::Kind::kResult : Report::Kind::kFailure,
+               o.ok ? std::move(o.output) : std::move(o.error), o.runtime_us};
+      unacked_[o.lease_id] = std::move(r);
+      outbox_.push_back(o.lease_id);
+      return;
+    }
+    case Event::Kind::kMessage:
+      break;
+  }
+  v1::CoordinatorMessage& m = e.msg;
+  if (m.has_config() && m.config().heartbeat_ms() > 0) {
+    heartbeat_ = std::chrono::milliseconds(m.config().heartbeat_ms());
+  }
+  for (uint64_t l : m.ack()) unacked_.erase(l);
+  for (uint64_t l : m.cancel()) {
+    pool_->Cancel(l);
+    unacked_.erase(l);
+  }
+  if (m.assignments_size() > 0) {
+    requested_ -= std::min<size_t>(requested_, m.assignments_size());
+    std::vector<v1::WorkerTask> tasks;
+    tasks.reserve(m.assignments_size());
+    for (auto& a : *m.mutable_assignments()) {
+      if (policy_.state() == Availability::kAway) {  // raced with our withdrawal
+        unacked_[a.lease_id()] = Report{Report::Kind::kReturned, "", 0};
+        outbox_.push_back(a.lease_id());
+        continue;
+      }
+      v1::WorkerTask t;
+      t.set_lease_id(a.lease_id());
+      t.set_app(std::move(*a.mutable_app()));
+      t.set_params(std::move(*a.mutable_params()));
+      tasks.push_back(std::move(t));
+    }
+    if (!tasks.empty()) pool_->Submit(std::move(tasks));
+  }
+  if (m.drain()) withdraw_ = true;
+}
+
+void Agent::CheckAvailability(Session& s) {
+  next_sensor_read_ = clock_->Now() + options_.sensor_interval;
+  Availability before = policy_.state();
+  std::vector<pid_t> own = pool_->WorkerPids();
+  own.push_back(getpid());
+  Availability now = policy_.Update(sensors_->Read(own), clock_->Now());
+  if (now == before) return;
+  log_->info("availability {} -> {} {}", AvailabilityName(before), AvailabilityName(now),
+             policy_.reason());
+  if (now == Availability::kPaused) {
+    pool_->Pause();
+    withdraw_ = true;
+  } else if (now == Availability::kAway) {
+    for (uint64_t l : pool_->TakeBackAll()) {
+      unacked_[l] = Report{Report::Kind::kReturned, "", 0};
+      outbox_.push_back(l);
+    }
+  } else {
+    pool_->Resume();
+  }
+}
+
+bool Agent::Flush(Session& s, bool force_heartbeat) {
+  Time now = clock_->Now();
+  do {
+    v1::AgentMessage m;
+    size_t n = 0;
+    while (!outbox_.empty() && n < options_.max_batch) {
+      uint64_t l = outbox_.front();
+      outbox_.pop_front();
+      auto it = unacked_.find(l);
+      if (it == unacked_.end()) continue;  // cancelled meanwhile
+      const Report& r = it->second;
+      if (r.kind == Report::Kind::kResult) {
+        auto* pr = m.add_results();
+        pr->set_lease_id(l);
+        pr->set_output(r.output_or_reason);
+        pr->set_runtime_us(r.runtime_us);
+      } else if (r.kind == Report::Kind::kFailure) {
+        auto* pf = m.add_failures();
+        pf->set_lease_id(l);
+        pf->set_reason(r.output_or_reason);
+      } else {
+        m.add_returned(l);
+      }
+      ++n;
+    }
+    if (withdraw_) {
+      m.set_withdraw(true);
+      requested_ = 0;
+      withdraw_ = false;
+    } else if (policy_.state() == Availability::kAvailable && outbox_.empty()) {
+      size_t have = pool_->held() + requested_;
+      size_t target = Target();
+      if (have < target) {
+        m.set_want(static_cast<uint32_t>(target - have));
+        requested_ += target - have;
+      }
+    }
+    bool content = n > 0 || m.want() > 0 || m.withdraw();
+    if (!content && (force_heartbeat || now - last_send_ >= heartbeat_)) {
+      m.set_heartbeat(true);
+      content = true;
+    }
+    if (!content) return true;
+    if (!s.Write(m)) return false;
+    last_send_ = now;
+  } while (!outbox_.empty());
+  return true;
+}
+
+}  // namespace claw

@@ -1,0 +1,116 @@
+// Agent: the light process on each device.
+//
+// It enrolls once (one-time token -> agent id; its Ed25519 key stays in the
+// state dir), then keeps one session to the coordinator: it asks for as many
+// tasks as its slots (plus a small prefetch sized from observed task times)
+// can take, runs them in a WorkerPool, and reports each result. Results are
+// kept until the coordinator acknowledges them, and re-sent after a
+// reconnect; reconnects back off exponentially with jitter.
+//
+// Work is taken only while the AvailabilityPolicy allows: when the owner
+// comes back the workers are frozen, and after a grace period their tasks
+// are handed back.
+//
+// Run() blocks on the calling thread; Stop() may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "agent/availability.h"
+#include "agent/worker_pool.h"
+#include "claw.pb.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/status.h"
+
+namespace claw {
+
+struct AgentOptions {
+  std::string coordinator = "127.0.0.1:7450";
+  std::string state_dir = "./claw-agent";  // identity.json (0600) lives here
+  std::string token;                       // one-time enrollment token (first start only)
+  size_t slots = 0;                        // worker processes; 0: one per core
+  std::string worker_executable;           // default: this executable
+  WorkerLimits limits;
+  AvailabilityOptions availability;
+  Duration sensor_interval = std::chrono::seconds(1);
+  Duration backoff_initial = std::chrono::milliseconds(100);
+  Duration backoff_max = std::chrono::seconds(10);
+  // Keep this much work (in seconds per slot, judged by recent task times)
+  // queued beyond the running tasks, to hide the round trip.
+  double prefetch_seconds = 0.02;
+  size_t max_prefetch = 256;
+  size_t max_batch = 256;  // most reports per message
+};
+
+struct AgentIdentity {
+  std::string agent_id;
+  std::string public_key;
+  std::string secret_key;
+};
+
+// Measures one core's floating-point rate (multiply-adds) for ~`ms`.
+double MeasureFlops(int ms = 30);
+
+class Agent {
+ public:
+  Agent(AgentOptions options, const Clock* clock, std::unique_ptr<Sensors> sensors, Logger log);
+  ~Agent();
+
+  // Enrolls if needed, then serves until Stop(). Returns an error only when
+  // it cannot go on (no identity and no valid token; the coordinator does
+  // not know this agent).
+  Status Run();
+  void Stop();
+
+  const std::string& agent_id() const { return identity_.agent_id; }
+  std::vector<pid_t> WorkerPids() const { return pool_ ? pool_->WorkerPids() : std::vector<pid_t>{}; }
+
+ private:
+  struct Report;
+  struct Event;
+  class Session;
+
+  Status LoadOrEnroll();
+  v1::DeviceReport Device() const;
+  Status ServeSession(Session& s);
+  void Handle(Event& e, Session& s);
+  bool Flush(Session& s, bool force_heartbeat);
+  void CheckAvailability(Session& s);
+  size_t Target() const;
+  void Post(Event e);
+
+  AgentOptions options_;
+  const Clock* clock_;
+  std::unique_ptr<Sensors> sensors_;
+  Logger log_;
+  AgentIdentity identity_;
+  AvailabilityPolicy policy_;
+  double flops_ = 0;
+  size_t slots_ = 1;
+  std::unique_ptr<WorkerPool> pool_;
+
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Event> events_;      // guarded by mu_
+  Session* active_ = nullptr;     // guarded by mu_ (for Stop to cancel it)
+
+  // Owned by the Run() thread.
+  std::map<uint64_t, Report> unacked_;  // reports not yet acknowledged
+  std::deque<uint64_t> outbox_;         // reports not yet sent on this session
+  size_t requested_ = 0;                // asked for, not yet received
+  bool withdraw_ = false;
+  double avg_task_s_ = 0;               // moving average of task run times
+  Duration heartbeat_ = std::chrono::seconds(5);
+  Time last_send_;
+  Time next_sensor_read_;
+};
+
+}  // namespace claw

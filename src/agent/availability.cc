@@ -1,0 +1,49 @@
+#include "agent/availability.h"
+
+#include <cstdio>
+
+namespace claw {
+
+const char* AvailabilityName(Availability a) {
+  switch (a) {
+    case Availability::kAvailable: return "available";
+    case Availability::kPaused: return "paused";
+    case Availability::kAway: return "away";
+  }
+  return "?";
+}
+
+std::string AvailabilityPolicy::BusyReason(const SensorReadings& r) const {
+  if (options_.always) return "";
+  char buf[96];
+  if (r.other_cpu > options_.max_other_cpu) {
+    std::snprintf(buf, sizeof buf, "others use %.0f%% CPU (limit %.0f%%)", r.other_cpu * 100,
+                  options_.max_other_cpu * 100);
+    return buf;
+  }
+  if (r.user_idle && *r.user_idle < options_.min_user_idle) {
+    std::snprintf(buf, sizeof buf, "user active %lld s ago",
+                  static_cast<long long>(r.user_idle->count() / 1'000'000));
+    return buf;
+  }
+  if (options_.require_ac && !r.on_ac) return "on battery";
+  if (r.thermal_throttled) return "thermally throttled";
+  return "";
+}
+
+Availability AvailabilityPolicy::Update(const SensorReadings& r, Time now) {
+  reason_ = BusyReason(r);
+  if (reason_.empty()) {
+    state_ = Availability::kAvailable;
+    return state_;
+  }
+  if (state_ == Availability::kAvailable) {
+    state_ = Availability::kPaused;
+    busy_since_ = now;
+  } else if (state_ == Availability::kPaused && now - busy_since_ >= options_.grace) {
+    state_ = Availability::kAway;
+  }
+  return state_;
+}
+
+}  // namespace claw

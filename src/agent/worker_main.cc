@@ -1,0 +1,63 @@
+#include "agent/worker_main.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <csignal>
+
+#include "agent/framing.h"
+#include "claw.pb.h"
+#include "common/clock.h"
+
+namespace claw {
+namespace {
+
+void SetSoftLimit(int resource, rlim_t value) {
+  rlimit rl;
+  if (getrlimit(resource, &rl) != 0) return;
+  rl.rlim_cur = rl.rlim_max == RLIM_INFINITY ? value : std::min(value, rl.rlim_max);
+  setrlimit(resource, &rl);
+}
+
+uint64_t CpuSecondsUsed() {
+  rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<uint64_t>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec);
+}
+
+}  // namespace
+
+int RunWorker(const AppRegistry& apps, const WorkerLimits& limits) {
+  signal(SIGPIPE, SIG_IGN);
+  SetSoftLimit(RLIMIT_CORE, 0);
+  if (limits.memory_bytes > 0) SetSoftLimit(RLIMIT_AS, limits.memory_bytes);
+  v1::WorkerRequest req;
+  v1::WorkerResult res;
+  while (ReadFrame(0, &req).ok()) {
+    for (const auto& task : req.tasks()) {
+      if (limits.cpu_seconds > 0) {
+        SetSoftLimit(RLIMIT_CPU, CpuSecondsUsed() + limits.cpu_seconds + 1);
+      }
+      res.Clear();
+      res.set_lease_id(task.lease_id());
+      Stopwatch watch;
+      const App* app = apps.Find(task.app());
+      if (!app) {
+        res.set_error("unknown app '" + task.app() + "'");
+      } else {
+        auto out = app->Run(task.params());
+        if (out.ok()) {
+          res.set_ok(true);
+          res.set_output(std::move(out).value());
+        } else {
+          res.set_error(out.status().ToString());
+        }
+      }
+      res.set_runtime_us(static_cast<uint64_t>(watch.Micros()));
+      if (!WriteFrame(1, res).ok()) return 0;  // the agent is gone
+    }
+  }
+  return 0;
+}
+
+}  // namespace claw

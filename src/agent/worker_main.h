@@ -1,0 +1,26 @@
+// The worker process: runs built-in app tasks sent by its agent over stdin,
+// writing each result to stdout as it finishes. It lives across many tasks
+// (no process start per task) and exits when stdin closes.
+//
+// Resource limits are applied to itself at start (address space, no core
+// files) and before each task (CPU seconds for that task, by raising the
+// soft RLIMIT_CPU to what it has used plus the allowance). A task that
+// exceeds them kills the worker; the agent reports the task failed and
+// starts a new worker.
+#pragma once
+
+#include <cstdint>
+
+#include "core/app.h"
+
+namespace claw {
+
+struct WorkerLimits {
+  uint64_t memory_bytes = 0;    // RLIMIT_AS; 0: unlimited
+  uint64_t cpu_seconds = 3600;  // per task; 0: unlimited
+};
+
+// Runs the worker loop on fds 0/1. Returns the process exit code.
+int RunWorker(const AppRegistry& apps, const WorkerLimits& limits);
+
+}  // namespace claw

@@ -1,0 +1,96 @@
+// WorkerPool: long-lived worker processes, one per slot, running built-in
+// app tasks in isolation from the agent.
+//
+// Tasks are queued with Submit and handed to idle workers in small batches
+// (sized so that every worker gets a share); each result is delivered through
+// the callback as soon as the worker finishes it. A worker that dies (crash,
+// limit exceeded, killed) loses only the task it was running, which is
+// reported failed with the cause; the rest of its batch goes back to the
+// queue and a new worker is started.
+//
+// Thread-safe. The callback runs on the pool's threads and must not call
+// back into the pool.
+#pragma once
+
+#include <sys/types.h>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "agent/worker_main.h"
+#include "claw.pb.h"
+#include "common/log.h"
+#include "common/status.h"
+
+namespace claw {
+
+struct WorkerPoolOptions {
+  size_t workers = 1;
+  std::string executable;  // the `claw` binary; started as `claw __worker ...`
+  WorkerLimits limits;
+  size_t max_batch = 64;   // most tasks handed to one worker at once
+};
+
+struct TaskOutcome {
+  uint64_t lease_id = 0;
+  bool ok = false;
+  std::string output;
+  std::string error;
+  uint64_t runtime_us = 0;
+};
+
+class WorkerPool {
+ public:
+  using Callback = std::function<void(TaskOutcome)>;
+  WorkerPool(WorkerPoolOptions options, Callback on_done, Logger log);
+  ~WorkerPool();  // stops and reaps every worker
+
+  // Starts the workers. Unavailable if one cannot be started.
+  Status Start();
+  void Submit(std::vector<v1::WorkerTask> tasks);
+  // Drops a queued task, or kills the worker running it; no outcome is
+  // delivered for it. False if the pool does not hold the lease.
+  bool Cancel(uint64_t lease_id);
+  // Freezes (SIGSTOP) or thaws (SIGCONT) every worker.
+  void Pause();
+  void Resume();
+  // Takes back every queued and running task (running ones are killed) and
+  // returns their leases; no outcome is delivered for them.
+  std::vector<uint64_t> TakeBackAll();
+
+  // Leases the pool holds (queued or running).
+  std::vector<uint64_t> HeldLeases() const;
+  size_t held() const;
+  std::vector<pid_t> WorkerPids() const;
+  size_t workers() const { return options_.workers; }
+
+ private:
+  struct Worker;
+  void Loop(Worker* w);
+  bool Spawn(Worker* w);
+  void Reap(Worker* w, std::string* cause);
+
+  WorkerPoolOptions options_;
+  Callback on_done_;
+  Logger log_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<v1::WorkerTask> queue_;          // guarded by mu_
+  std::unordered_set<uint64_t> held_;         // guarded by mu_: queued or running
+  std::unordered_set<uint64_t> abandoned_;    // guarded by mu_: cancelled while running
+  bool stopping_ = false;                     // guarded by mu_
+  bool paused_ = false;                       // guarded by mu_
+  std::vector<std::unique_ptr<Worker>> workers_;
+};
+
+// The path of the running executable (for starting workers).
+std::string SelfExecutable();
+
+}  // namespace claw

@@ -1,0 +1,110 @@
+#include "cli/client.h"
+
+#include <grpcpp/grpcpp.h>
+
+namespace claw {
+
+Status FromGrpc(const grpc::Status& st) {
+  using C = grpc::StatusCode;
+  switch (st.error_code()) {
+    case C::OK: return Status::Ok();
+    case C::INVALID_ARGUMENT: return InvalidArgument(st.error_message());
+    case C::NOT_FOUND: return NotFound(st.error_message());
+    case C::ALREADY_EXISTS: return {StatusCode::kAlreadyExists, st.error_message()};
+    case C::FAILED_PRECONDITION: return FailedPrecondition(st.error_message());
+    case C::PERMISSION_DENIED:
+    case C::UNAUTHENTICATED: return PermissionDenied(st.error_message());
+    case C::RESOURCE_EXHAUSTED: return ResourceExhausted(st.error_message());
+    case C::UNAVAILABLE:
+    case C::DEADLINE_EXCEEDED: return Unavailable("coordinator unreachable: " + st.error_message());
+    default: return Internal(st.error_message());
+  }
+}
+
+Client::Client(const std::string& target, std::chrono::milliseconds timeout) : timeout_(timeout) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  args.SetMaxSendMessageSize(64 << 20);
+  stub_ = v1::ClientService::NewStub(
+      grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
+}
+
+void Client::Prepare(grpc::ClientContext* ctx) const {
+  ctx->set_deadline(std::chrono::system_clock::now() + timeout_);
+}
+
+Result<std::string> Client::Submit(const std::string& spec_json) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx);
+  v1::SubmitJobRequest req;
+  req.set_spec_json(spec_json);
+  v1::SubmitJobResponse resp;
+  Status st = FromGrpc(stub_->SubmitJob(&ctx, req, &resp));
+  if (!st.ok()) return st;
+  return resp.job_id();
+}
+
+Result<v1::JobInfo> Client::GetJob(const std::string& id) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx);
+  v1::JobRef req;
+  req.set_job_id(id);
+  v1::JobInfo resp;
+  Status st = FromGrpc(stub_->GetJob(&ctx, req, &resp));
+  if (!st.ok()) return st;
+  return resp;
+}
+
+Result<std::vector<v1::JobInfo>> Client::ListJobs(uint32_t limit) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx);
+  v1::ListJobsRequest req;
+  req.set_limit(limit);
+  v1::ListJobsResponse resp;
+  Status st = FromGrpc(stub_->ListJobs(&ctx, req, &resp));
+  if (!st.ok()) return st;
+  return std::vector<v1::JobInfo>(resp.jobs().begin(), resp.jobs().end());
+}
+
+Result<v1::JobInfo> Client::Cancel(const std::string& id) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx);
+  v1::JobRef req;
+  req.set_job_id(id);
+  v1::JobInfo resp;
+  Status st = FromGrpc(stub_->CancelJob(&ctx, req, &resp));
+  if (!st.ok()) return st;
+  return resp;
+}
+
+Result<v1::GetResultsResponse> Client::Results(const std::string& id) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx);
+  v1::JobRef req;
+  req.set_job_id(id);
+  v1::GetResultsResponse resp;
+  Status st = FromGrpc(stub_->GetResults(&ctx, req, &resp));
+  if (!st.ok()) return st;
+  return resp;
+}
+
+Result<v1::JobInfo> Client::Watch(const std::string& id,
+                                  const std::function<void(const v1::JobInfo&)>& on_update) {
+  grpc::ClientContext ctx;
+  v1::JobRef req;
+  req.set_job_id(id);
+  auto reader = stub_->WatchJob(&ctx, req);
+  v1::JobInfo info, last;
+  bool any = false;
+  while (reader->Read(&info)) {
+    any = true;
+    on_update(info);
+    last = info;
+  }
+  Status st = FromGrpc(reader->Finish());
+  if (!st.ok()) return st;
+  if (!any) return Unavailable("watch ended without news of job " + id);
+  return last;
+}
+
+}  // namespace claw

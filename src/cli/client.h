@@ -1,0 +1,37 @@
+// Client side of the client API, for the CLI and tests: a thin wrapper over
+// the generated stub that turns gRPC statuses into Status values.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "claw.grpc.pb.h"
+#include "common/status.h"
+
+namespace claw {
+
+class Client {
+ public:
+  // `target` is host:port. Calls time out after `timeout` (not WatchJob).
+  explicit Client(const std::string& target,
+                  std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  Result<std::string> Submit(const std::string& spec_json);
+  Result<v1::JobInfo> GetJob(const std::string& id);
+  Result<std::vector<v1::JobInfo>> ListJobs(uint32_t limit);
+  Result<v1::JobInfo> Cancel(const std::string& id);
+  Result<v1::GetResultsResponse> Results(const std::string& id);
+  // Calls `on_update` with each snapshot until the job ends; returns the last.
+  Result<v1::JobInfo> Watch(const std::string& id,
+                            const std::function<void(const v1::JobInfo&)>& on_update);
+
+ private:
+  void Prepare(grpc::ClientContext* ctx) const;
+  std::unique_ptr<v1::ClientService::Stub> stub_;
+  std::chrono::milliseconds timeout_;
+};
+
+Status FromGrpc(const grpc::Status& st);
+
+}  // namespace claw

@@ -1,0 +1,323 @@
+// The `claw` command line: parses flags and wires components together.
+#include "cli/commands.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "agent/agent.h"
+#include "agent/worker_main.h"
+#include "apps/registry.h"
+#include "cli/client.h"
+#include "cli/demo.h"
+#include "cli/output.h"
+#include "coordinator/server.h"
+
+namespace claw {
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+
+void OnSignal(int) { g_interrupted = true; }
+
+void InstallSignalHandlers() {
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+int Fail(const Status& st) {
+  std::fprintf(stderr, "error: %s\n", st.ToString().c_str());
+  return st.code() == StatusCode::kUnavailable ? 3 : 2;
+}
+
+std::string DefaultCoordinator() {
+  const char* env = std::getenv("CLAW_COORDINATOR");
+  return env ? env : "127.0.0.1:7450";
+}
+
+void PrintJob(const v1::JobInfo& j) {
+  std::printf("%-14s %-10s %-10s %-9s %7u/%-7u running %-5u %s\n", j.job_id().c_str(),
+              j.app().c_str(), j.name().empty() ? "-" : j.name().c_str(), j.state().c_str(),
+              j.tasks_done(), j.tasks_total(), j.tasks_running(), j.error().c_str());
+}
+
+// ---- coordinator ------------------------------------------------------------------
+
+void AddCoordinator(CLI::App& cli) {
+  auto* cmd = cli.add_subcommand("coordinator", "Run the coordinator (job intake, scheduling, store)");
+  auto opts = std::make_shared<ServerOptions>();
+  auto grace_s = std::make_shared<double>(15);
+  cmd->add_option("--data", opts->data_dir, "Data directory (SQLite database, tokens)")
+      ->capture_default_str();
+  cmd->add_option("--host", opts->grpc_host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", opts->grpc_port, "gRPC port (0: any free)")->capture_default_str();
+  cmd->add_option("--http-port", opts->http_port, "HTTP API and dashboard port (0: any, -1: off)")
+      ->capture_default_str();
+  cmd->add_option("--enroll-tokens", opts->enroll_tokens,
+                  "Create N one-time agent enrollment tokens in DATA/enroll-tokens");
+  cmd->add_option("--session-grace", *grace_s,
+                  "Seconds a lost agent's leases wait for it before being re-issued")
+      ->capture_default_str();
+  cmd->add_option("--sync", opts->sqlite.synchronous, "SQLite synchronous mode: NORMAL or FULL")
+      ->capture_default_str();
+  cmd->callback([opts, grace_s] {
+    opts->http_host = opts->grpc_host;
+    opts->coordinator.scheduler.session_grace =
+        Duration(static_cast<int64_t>(*grace_s * 1e6));
+    AppRegistry apps = BuiltinApps();
+    auto server = CoordinatorServer::Start(*opts, &apps, MakeLogger("coordinator"));
+    if (!server.ok()) throw CLI::RuntimeError(Fail(server.status()));
+    InstallSignalHandlers();
+    std::printf("coordinator: grpc %s  http %s  data %s\n", (*server)->grpc_target().c_str(),
+                (*server)->http_url().c_str(), opts->data_dir.c_str());
+    std::fflush(stdout);
+    while (!g_interrupted) usleep(100'000);
+    (*server)->Shutdown();
+  });
+}
+
+// ---- agent ----------------------------------------------------------------------------
+
+void AddAgent(CLI::App& cli) {
+  auto* cmd = cli.add_subcommand("agent", "Run an agent that does work while the device is idle");
+  auto opts = std::make_shared<AgentOptions>();
+  auto token_file = std::make_shared<std::string>();
+  auto config = std::make_shared<std::string>();
+  auto memory_mb = std::make_shared<uint64_t>(0);
+  auto idle_min = std::make_shared<double>(5);
+  auto grace_s = std::make_shared<double>(30);
+  auto allow_battery = std::make_shared<bool>(false);
+  opts->coordinator = DefaultCoordinator();
+  cmd->add_option("--coordinator", opts->coordinator, "Coordinator host:port")->capture_default_str();
+  cmd->add_option("--state", opts->state_dir, "State directory (identity key)")->capture_default_str();
+  cmd->add_option("--token", opts->token, "One-time enrollment token (first start)");
+  cmd->add_option("--token-file", *token_file, "Read the token: first line of FILE not yet used");
+  cmd->add_option("--config", *config, "JSON file with availability thresholds and slots");
+  cmd->add_option("--slots", opts->slots, "Worker processes (0: one per core)")->capture_default_str();
+  cmd->add_flag("--always", opts->availability.always, "Dedicated machine: ignore idle checks");
+  cmd->add_option("--max-other-cpu", opts->availability.max_other_cpu,
+                  "Pause when others use more than this share of the CPU")->capture_default_str();
+  cmd->add_option("--idle-minutes", *idle_min, "Minutes the user must be idle")->capture_default_str();
+  cmd->add_flag("--allow-battery", *allow_battery, "Also work on battery power");
+  cmd->add_option("--grace", *grace_s, "Seconds paused before handing tasks back")->capture_default_str();
+  cmd->add_option("--memory-mb", *memory_mb, "Address-space limit per worker (0: none)");
+  cmd->add_option("--cpu-seconds", opts->limits.cpu_seconds, "CPU-time limit per task")->capture_default_str();
+  cmd->callback([=] {
+    if (!config->empty()) {
+      std::ifstream f(*config);
+      auto j = nlohmann::json::parse(f, nullptr, false);
+      if (!f || !j.is_object()) throw CLI::RuntimeError(Fail(InvalidArgument(*config + ": not a JSON object")));
+      opts->availability.max_other_cpu = j.value("max_other_cpu", opts->availability.max_other_cpu);
+      *idle_min = j.value("idle_minutes", *idle_min);
+      *allow_battery = j.value("allow_battery", *allow_battery);
+      *grace_s = j.value("grace_s", *grace_s);
+      opts->slots = j.value("slots", opts->slots);
+      opts->availability.always = j.value("always", opts->availability.always);
+    }
+    if (opts->token.empty() && !token_file->empty()) {
+      std::ifstream f(*token_file);
+      std::getline(f, opts->token);
+    }
+    opts->availability.min_user_idle = Duration(static_cast<int64_t>(*idle_min * 60e6));
+    opts->availability.grace = Duration(static_cast<int64_t>(*grace_s * 1e6));
+    opts->availability.require_ac = !*allow_battery;
+    opts->limits.memory_bytes = *memory_mb << 20;
+    InstallSignalHandlers();
+    Agent agent(*opts, SystemClock::Get(), NewSystemSensors(), MakeLogger("agent"));
+    std::thread watcher([&agent] {
+      while (!g_interrupted) usleep(100'000);
+      agent.Stop();
+    });
+    Status st = agent.Run();
+    g_interrupted = true;
+    watcher.join();
+    if (!st.ok()) throw CLI::RuntimeError(Fail(st));
+  });
+}
+
+// ---- client commands ----------------------------------------------------------------------
+
+std::string ReadSpec(const std::string& path) {
+  if (path == "-") {
+    std::stringstream ss;
+    ss << std::cin.rdbuf();
+    return ss.str();
+  }
+  std::ifstream f(path);
+  if (!f) throw CLI::RuntimeError(Fail(NotFound("cannot read spec file " + path)));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// "k=v": v as JSON when it parses (numbers, true, [..]), else as a string.
+nlohmann::json ParseParams(const std::vector<std::string>& kvs) {
+  nlohmann::json p = nlohmann::json::object();
+  for (const auto& kv : kvs) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw CLI::RuntimeError(Fail(InvalidArgument("--param " + kv + ": expected key=value")));
+    }
+    std::string v = kv.substr(eq + 1);
+    auto j = nlohmann::json::parse(v, nullptr, false);
+    p[kv.substr(0, eq)] = j.is_discarded() ? nlohmann::json(v) : j;
+  }
+  return p;
+}
+
+void AddSubmit(CLI::App& cli, std::shared_ptr<std::string> target) {
+  auto* cmd = cli.add_subcommand("submit", "Submit a job (spec file, '-' for stdin, or flags)");
+  auto file = std::make_shared<std::string>();
+  auto app = std::make_shared<std::string>();
+  auto name = std::make_shared<std::string>();
+  auto params = std::make_shared<std::vector<std::string>>();
+  auto tasks = std::make_shared<int64_t>(-1);
+  auto seed = std::make_shared<int64_t>(-1);
+  auto wait = std::make_shared<bool>(false);
+  auto json = std::make_shared<bool>(false);
+  cmd->add_option("spec", *file, "Job spec JSON file, or - for stdin");
+  cmd->add_option("--app", *app, "App name (instead of a spec file)");
+  cmd->add_option("--name", *name, "Job name");
+  cmd->add_option("--param,-p", *params, "App parameter key=value (repeatable)");
+  cmd->add_option("--tasks", *tasks, "Number of tasks");
+  cmd->add_option("--seed", *seed, "Random seed");
+  cmd->add_flag("--wait,-w", *wait, "Show progress and wait for the result");
+  cmd->add_flag("--json", *json, "Print JSON");
+  cmd->fallthrough();
+  cmd->callback([=] {
+    std::string spec;
+    if (!file->empty()) {
+      spec = ReadSpec(*file);
+    } else if (!app->empty()) {
+      nlohmann::json j = {{"app", *app}, {"params", ParseParams(*params)}};
+      if (!name->empty()) j["name"] = *name;
+      if (*tasks >= 0) j["tasks"] = *tasks;
+      if (*seed >= 0) j["seed"] = *seed;
+      spec = j.dump();
+    } else {
+      throw CLI::RuntimeError(Fail(InvalidArgument("give a spec file or --app")));
+    }
+    Client client(*target);
+    auto id = client.Submit(spec);
+    if (!id.ok()) throw CLI::RuntimeError(Fail(id.status()));
+    if (!*wait) {
+      if (*json) {
+        std::printf("%s\n", nlohmann::json{{"job_id", *id}}.dump().c_str());
+      } else {
+        std::printf("%s\n", id->c_str());
+      }
+      return;
+    }
+    int rc = WaitAndPrint(client, *id, *json);
+    if (rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+void AddQueries(CLI::App& cli, std::shared_ptr<std::string> target) {
+  auto json = std::make_shared<bool>(false);
+  auto limit = std::make_shared<uint32_t>(50);
+  auto* jobs = cli.add_subcommand("jobs", "List recent jobs");
+  jobs->add_option("--limit", *limit, "How many")->capture_default_str();
+  jobs->add_flag("--json", *json, "Print JSON");
+  jobs->fallthrough();
+  jobs->callback([=] {
+    auto list = Client(*target).ListJobs(*limit);
+    if (!list.ok()) throw CLI::RuntimeError(Fail(list.status()));
+    if (*json) {
+      nlohmann::json a = nlohmann::json::array();
+      for (const auto& j : *list) a.push_back(JobInfoToJson(j));
+      std::printf("%s\n", a.dump(2).c_str());
+      return;
+    }
+    for (const auto& j : *list) PrintJob(j);
+  });
+
+  auto job_id = std::make_shared<std::string>();
+  auto* status = cli.add_subcommand("status", "Show one job");
+  status->add_option("job", *job_id, "Job id")->required();
+  status->add_flag("--json", *json, "Print JSON");
+  status->fallthrough();
+  status->callback([=] {
+    auto info = Client(*target).GetJob(*job_id);
+    if (!info.ok()) throw CLI::RuntimeError(Fail(info.status()));
+    if (*json) {
+      std::printf("%s\n", JobInfoToJson(*info).dump(2).c_str());
+    } else {
+      PrintJob(*info);
+    }
+  });
+
+  auto* results = cli.add_subcommand("results", "Print a finished job's result");
+  results->add_option("job", *job_id, "Job id")->required();
+  results->add_flag("--json", *json, "Print JSON (job and result)");
+  results->fallthrough();
+  results->callback([=] {
+    auto r = Client(*target).Results(*job_id);
+    if (!r.ok()) throw CLI::RuntimeError(Fail(r.status()));
+    if (r->job().state() != "done") {
+      throw CLI::RuntimeError(Fail(FailedPrecondition(
+          "job " + *job_id + " is " + r->job().state() +
+          (r->job().error().empty() ? "" : ": " + r->job().error()) + "; no result")));
+    }
+    PrintResult(r->job(), r->result_json(), *json);
+  });
+
+  auto* cancel = cli.add_subcommand("cancel", "Cancel a job");
+  cancel->add_option("job", *job_id, "Job id")->required();
+  cancel->fallthrough();
+  cancel->callback([=] {
+    auto info = Client(*target).Cancel(*job_id);
+    if (!info.ok()) throw CLI::RuntimeError(Fail(info.status()));
+    PrintJob(*info);
+  });
+}
+
+void AddWorker(CLI::App& cli) {
+  auto* cmd = cli.add_subcommand("__worker", "");
+  cmd->group("");  // hidden: started by agents
+  auto limits = std::make_shared<WorkerLimits>();
+  auto slot = std::make_shared<int>(0);
+  cmd->add_option("--memory-bytes", limits->memory_bytes);
+  cmd->add_option("--cpu-seconds", limits->cpu_seconds);
+  cmd->add_option("--slot", *slot);
+  cmd->callback([=] {
+    AppRegistry apps = BuiltinApps();
+    int rc = RunWorker(apps, *limits);
+    std::exit(rc);
+  });
+}
+
+}  // namespace
+
+int RunCli(int argc, char** argv) {
+  CLI::App cli{"claw: OpenClaw Compute — a compute network of idle machines"};
+  cli.require_subcommand(1);
+  auto target = std::make_shared<std::string>(DefaultCoordinator());
+  cli.add_option("--coordinator,-c", *target,
+                 "Coordinator host:port for client commands (env CLAW_COORDINATOR)")
+      ->capture_default_str();
+  AddCoordinator(cli);
+  AddAgent(cli);
+  AddSubmit(cli, target);
+  AddQueries(cli, target);
+  AddDemo(cli, &g_interrupted, InstallSignalHandlers);
+  AddWorker(cli);
+  try {
+    cli.parse(argc, argv);
+  } catch (const CLI::RuntimeError& e) {
+    return e.get_exit_code();
+  } catch (const CLI::ParseError& e) {
+    return cli.exit(e);
+  }
+  return 0;
+}
+
+}  // namespace claw

@@ -1,0 +1,80 @@
+#include "cli/output.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "coordinator/coordinator.h"
+
+namespace claw {
+
+void DrawProgress(const v1::JobInfo& info) {
+  static int last_decile = -1;
+  double frac = info.tasks_total() ? static_cast<double>(info.tasks_done()) / info.tasks_total() : 0;
+  if (!isatty(2)) {
+    int decile = static_cast<int>(frac * 10);
+    if (decile == last_decile) return;
+    last_decile = decile;
+    std::fprintf(stderr, "%s: %3.0f%% %u/%u tasks\n", info.job_id().c_str(), frac * 100,
+                 info.tasks_done(), info.tasks_total());
+    return;
+  }
+  constexpr int kWidth = 40;
+  int filled = static_cast<int>(frac * kWidth);
+  std::string bar(filled, '#');
+  bar.append(kWidth - filled, '.');
+  std::fprintf(stderr, "\r[%s] %3.0f%%  %u/%u tasks  %u running  %s   ", bar.c_str(), frac * 100,
+               info.tasks_done(), info.tasks_total(), info.tasks_running(), info.state().c_str());
+  if (info.state() != "running") std::fprintf(stderr, "\n");
+}
+
+void PrintResult(const v1::JobInfo& job, const std::string& result_json, bool json) {
+  auto r = nlohmann::json::parse(result_json, nullptr, false);
+  if (json) {
+    std::printf("%s\n",
+                nlohmann::json{{"job", JobInfoToJson(job)}, {"result", r}}.dump(2).c_str());
+    return;
+  }
+  if (r.is_object() && r.contains("estimate")) {
+    double est = r["estimate"], se = r["std_error"];
+    std::printf("%s: %s over %llu paths\n", job.job_id().c_str(),
+                r.value("model", "").c_str(),
+                static_cast<unsigned long long>(r.value("paths", 0ULL)));
+    std::printf("  estimate       %.6f  ± %.6f (95%% interval %.6f .. %.6f)\n", est, 1.96 * se,
+                r["ci95"][0].get<double>(), r["ci95"][1].get<double>());
+    if (r.contains("reference")) {
+      double ref = r["reference"];
+      std::printf("  %-14s %.6f  (difference %.2f standard errors)\n",
+                  r.value("reference_name", "reference").c_str(), ref,
+                  se > 0 ? (est - ref) / se : 0.0);
+    }
+    return;
+  }
+  std::printf("%s\n", r.dump(2).c_str());
+}
+
+int WaitAndPrint(Client& client, const std::string& job_id, bool json) {
+  auto last = client.Watch(job_id, [json](const v1::JobInfo& i) {
+    if (!json) DrawProgress(i);
+  });
+  if (!last.ok()) {
+    std::fprintf(stderr, "error: %s\n", last.status().ToString().c_str());
+    return 3;
+  }
+  if (last->state() != "done") {
+    std::fprintf(stderr, "job %s %s%s\n", job_id.c_str(), last->state().c_str(),
+                 last->error().empty() ? "" : (": " + last->error()).c_str());
+    return 4;
+  }
+  auto r = client.Results(job_id);
+  if (!r.ok()) {
+    std::fprintf(stderr, "error: %s\n", r.status().ToString().c_str());
+    return 3;
+  }
+  PrintResult(r->job(), r->result_json(), json);
+  return 0;
+}
+
+}  // namespace claw

@@ -1,0 +1,20 @@
+// How the CLI shows progress and results.
+#pragma once
+
+#include <string>
+
+#include "claw.pb.h"
+#include "cli/client.h"
+
+namespace claw {
+
+// Draws "[#####.....]  45%  450/1000 tasks" on stderr (only on a terminal,
+// else one line per 10%).
+void DrawProgress(const v1::JobInfo& info);
+// Prints the job's result: the Monte Carlo estimate with its interval and
+// the closed-form reference when there is one, else the JSON.
+void PrintResult(const v1::JobInfo& job, const std::string& result_json, bool json);
+// Watches the job with a progress bar, then prints its result. Exit code.
+int WaitAndPrint(Client& client, const std::string& job_id, bool json);
+
+}  // namespace claw
