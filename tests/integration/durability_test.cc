@@ -1,0 +1,139 @@
+// Faults with real processes: kill -9 of the coordinator, an agent, a worker.
+#include <sqlite3.h>
+
+#include "apps/registry.h"
+#include "core/job_spec.h"
+#include "harness.h"
+
+namespace claw::testing {
+namespace {
+
+using std::chrono::seconds;
+
+// ~2 ms tasks: long enough that a kill lands mid-job, short enough for CI.
+const char* kBigJob =
+    R"({"app":"montecarlo","name":"durable","tasks":2000,"seed":77,)"
+    R"("params":{"model":"european_call","paths":40000000}})";
+
+// The result the job must have: the same spec computed in this process.
+std::string ReferenceResult(const std::string& spec_json) {
+  AppRegistry apps = BuiltinApps();
+  auto planned = ParseAndPlanJob(spec_json, apps);
+  EXPECT_TRUE(planned.ok());
+  const App* app = apps.Find(planned->spec.app);
+  std::vector<std::string> outs;
+  for (const auto& t : planned->tasks) outs.push_back(*app->Run(t.params));
+  std::vector<std::string_view> views(outs.begin(), outs.end());
+  return app->Merge(planned->spec, views)->dump();
+}
+
+int64_t CountDoneTasks(const std::string& db_path, const std::string& job) {
+  sqlite3* db = nullptr;
+  sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+  sqlite3_stmt* st = nullptr;
+  sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM tasks WHERE job = ?1 AND state = 2", -1, &st,
+                     nullptr);
+  sqlite3_bind_text(st, 1, job.c_str(), -1, SQLITE_TRANSIENT);
+  int64_t n = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return n;
+}
+
+class Durability : public Network {};
+
+TEST_F(Durability, CoordinatorKilledMidJobRecoversWithIdenticalResult) {
+  std::string reference = ReferenceResult(kBigJob);
+  StartCoordinator();
+  StartAgent();
+  StartAgent();
+  Client client(target(), std::chrono::seconds(5));
+  auto id = client.Submit(kBigJob);
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  ASSERT_TRUE(WaitFor([&] {
+    auto j = client.GetJob(*id);
+    return j.ok() && j->tasks_done() >= 400;
+  }, seconds(60)));
+  auto before = client.GetJob(*id);
+  ASSERT_TRUE(before.ok());
+  ASSERT_EQ(before->state(), "running") << "the job finished before the kill; make it longer";
+  coordinator_->Kill(SIGKILL);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // agents notice and back off
+  StartCoordinator();
+  v1::JobInfo end = WaitForJobEnd(client, *id);
+  ASSERT_EQ(end.state(), "done") << end.error();
+  EXPECT_EQ(end.tasks_done(), 2000u);
+  auto results = client.Results(*id);
+  ASSERT_TRUE(results.ok());
+  // Identical, bit for bit, to an undisturbed computation: every task counted
+  // once (the merged path count would differ otherwise) and merged in order.
+  EXPECT_EQ(results->result_json(), reference);
+  EXPECT_EQ(nlohmann::json::parse(results->result_json())["paths"].get<uint64_t>(), 40'000'000u);
+  EXPECT_EQ(CountDoneTasks(data() + "/claw.db", *id), 2000);
+}
+
+TEST_F(Durability, AgentKilledMidJobHasItsTasksReissued) {
+  StartCoordinator({"--session-grace", "1"});
+  Process& victim = StartAgent(2);
+  StartAgent();
+  Client client(target(), std::chrono::seconds(5));
+  // ~10 ms tasks, ~1.5 s of work on 2 cores.
+  auto id = client.Submit(
+      R"({"app":"montecarlo","tasks":300,"params":{"model":"asian_call","paths":6000000,"steps":12}})");
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  ASSERT_TRUE(WaitFor([&] {
+    auto j = client.GetJob(*id);
+    return j.ok() && j->tasks_done() >= 30;
+  }, seconds(60)));
+  ASSERT_EQ(client.GetJob(*id)->state(), "running");
+  victim.Kill(SIGKILL);
+  v1::JobInfo end = WaitForJobEnd(client, *id);
+  EXPECT_EQ(end.state(), "done") << end.error();
+  EXPECT_EQ(end.tasks_done(), 300u);
+  EXPECT_EQ(end.tasks_failed(), 0u);
+}
+
+TEST_F(Durability, WorkerKilledLosesOnlyItsTaskAndIsRespawned) {
+  StartCoordinator();
+  Process& agent = StartAgent(2);
+  Client client(target(), std::chrono::seconds(5));
+  auto id = client.Submit(
+      R"({"app":"montecarlo","tasks":200,"max_attempts":3,"params":{"model":"asian_call","paths":4000000,"steps":12}})");
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(WaitFor([&] { return ChildrenOf(agent.pid()).size() == 2; }, seconds(20)));
+  ASSERT_TRUE(WaitFor([&] {
+    auto j = client.GetJob(*id);
+    return j.ok() && j->tasks_done() >= 10;
+  }, seconds(60)));
+  std::vector<pid_t> workers = ChildrenOf(agent.pid());
+  ASSERT_EQ(workers.size(), 2u);
+  ASSERT_EQ(client.GetJob(*id)->state(), "running");
+  kill(workers[0], SIGKILL);
+  // A fresh worker takes the dead one's place.
+  EXPECT_TRUE(WaitFor([&] {
+    auto now = ChildrenOf(agent.pid());
+    return now.size() == 2 && std::find(now.begin(), now.end(), workers[0]) == now.end();
+  }, seconds(20)));
+  v1::JobInfo end = WaitForJobEnd(client, *id);
+  EXPECT_EQ(end.state(), "done") << end.error();
+  EXPECT_EQ(end.tasks_done(), 200u);
+  EXPECT_NE(ReadFile((dir_ / "coordinator.log").string()).find("signal 9"), std::string::npos)
+      << "the lost task should be reported with its cause";
+}
+
+TEST_F(Durability, SecondCoordinatorOnTheSameDatabaseRefusesToStart) {
+  StartCoordinator();
+  Process second({"coordinator", "--data", data(), "--port", std::to_string(FreePort()),
+                  "--http-port", "-1"},
+                 (dir_ / "second.log").string());
+  ASSERT_TRUE(second.Exited(seconds(20)));
+  EXPECT_NE(second.exit_code(), 0);
+  EXPECT_NE(second.Output().find("in use by another coordinator"), std::string::npos)
+      << second.Output();
+  // The first one is unharmed.
+  Client client(target(), std::chrono::seconds(5));
+  EXPECT_TRUE(client.ListJobs(10).ok());
+}
+
+}  // namespace
+}  // namespace claw::testing
