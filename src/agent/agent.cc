@@ -287,9 +287,12 @@ Status Agent::ServeSession(Session& s) {
   while (!stop_ && !s.ended) {
     std::deque<Event> batch;
     {
+      Duration wait = std::chrono::milliseconds(100);
+      if (first_unsent_) {
+        wait = std::max(Duration(0), *first_unsent_ + options_.coalesce - clock_->Now());
+      }
       std::unique_lock lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(100),
-                   [this] { return !events_.empty() || stop_.load(); });
+      cv_.wait_for(lock, wait, [this] { return !events_.empty() || stop_.load(); });
       batch.swap(events_);
     }
     for (Event& e : batch) {
@@ -323,6 +326,7 @@ void Agent::Handle(Event& e, Session& s) {
                o.ok ? std::move(o.output) : std::move(o.error), o.runtime_us};
       unacked_[o.lease_id] = std::move(r);
       outbox_.push_back(o.lease_id);
+      if (!first_unsent_) first_unsent_ = clock_->Now();
       return;
     }
     case Event::Kind::kMessage:
@@ -382,6 +386,13 @@ void Agent::CheckAvailability(Session& s) {
 
 bool Agent::Flush(Session& s, bool force_heartbeat) {
   Time now = clock_->Now();
+  // Hold reports briefly so that several travel (and commit) together, but
+  // never while the workers may run out of queued work.
+  bool hold = first_unsent_ && now < *first_unsent_ + options_.coalesce &&
+              outbox_.size() < options_.max_batch && !withdraw_ &&
+              pool_->held() > slots_ + slots_ / 2 && !force_heartbeat;
+  if (hold) return true;
+  first_unsent_.reset();
   do {
     v1::AgentMessage m;
     size_t n = 0;

@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "agent/availability.h"
@@ -47,6 +48,9 @@ struct AgentOptions {
   double prefetch_seconds = 0.02;
   size_t max_prefetch = 256;
   size_t max_batch = 256;  // most reports per message
+  // Reports wait up to this long to travel together, unless the local queue
+  // is about to run dry (then they go at once, with the request for more).
+  Duration coalesce = std::chrono::milliseconds(2);
 };
 
 struct AgentIdentity {
@@ -111,6 +115,7 @@ class Agent {
   Duration heartbeat_ = std::chrono::seconds(5);
   Time last_send_;
   Time next_sensor_read_;
+  std::optional<Time> first_unsent_;  // when the oldest unsent report was made
 };
 
 }  // namespace claw
