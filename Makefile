@@ -31,7 +31,7 @@ integration: build
 	cd $(BUILD) && ctest --output-on-failure -L integration
 
 bench: build
-	./bench/run_all.sh $(BUILD)
+	$(BUILD)/bench/network_bench all
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')
