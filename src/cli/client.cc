@@ -33,59 +33,52 @@ void Client::Prepare(grpc::ClientContext* ctx) const {
   ctx->set_deadline(std::chrono::system_clock::now() + timeout_);
 }
 
-Result<std::string> Client::Submit(const std::string& spec_json) {
+template <typename Req, typename Resp>
+Result<Resp> Client::Unary(grpc::Status (v1::ClientService::Stub::*method)(grpc::ClientContext*,
+                                                                            const Req&, Resp*),
+                           const Req& req) {
   grpc::ClientContext ctx;
   Prepare(&ctx);
+  Resp resp;
+  Status st = FromGrpc((stub_.get()->*method)(&ctx, req, &resp));
+  if (!st.ok()) return st;
+  return resp;
+}
+
+namespace {
+v1::JobRef Ref(const std::string& id) {
+  v1::JobRef r;
+  r.set_job_id(id);
+  return r;
+}
+}  // namespace
+
+Result<std::string> Client::Submit(const std::string& spec_json) {
   v1::SubmitJobRequest req;
   req.set_spec_json(spec_json);
-  v1::SubmitJobResponse resp;
-  Status st = FromGrpc(stub_->SubmitJob(&ctx, req, &resp));
-  if (!st.ok()) return st;
-  return resp.job_id();
+  auto r = Unary(&v1::ClientService::Stub::SubmitJob, req);
+  if (!r.ok()) return r.status();
+  return r->job_id();
 }
 
 Result<v1::JobInfo> Client::GetJob(const std::string& id) {
-  grpc::ClientContext ctx;
-  Prepare(&ctx);
-  v1::JobRef req;
-  req.set_job_id(id);
-  v1::JobInfo resp;
-  Status st = FromGrpc(stub_->GetJob(&ctx, req, &resp));
-  if (!st.ok()) return st;
-  return resp;
+  return Unary(&v1::ClientService::Stub::GetJob, Ref(id));
 }
 
 Result<std::vector<v1::JobInfo>> Client::ListJobs(uint32_t limit) {
-  grpc::ClientContext ctx;
-  Prepare(&ctx);
   v1::ListJobsRequest req;
   req.set_limit(limit);
-  v1::ListJobsResponse resp;
-  Status st = FromGrpc(stub_->ListJobs(&ctx, req, &resp));
-  if (!st.ok()) return st;
-  return std::vector<v1::JobInfo>(resp.jobs().begin(), resp.jobs().end());
+  auto r = Unary(&v1::ClientService::Stub::ListJobs, req);
+  if (!r.ok()) return r.status();
+  return std::vector<v1::JobInfo>(r->jobs().begin(), r->jobs().end());
 }
 
 Result<v1::JobInfo> Client::Cancel(const std::string& id) {
-  grpc::ClientContext ctx;
-  Prepare(&ctx);
-  v1::JobRef req;
-  req.set_job_id(id);
-  v1::JobInfo resp;
-  Status st = FromGrpc(stub_->CancelJob(&ctx, req, &resp));
-  if (!st.ok()) return st;
-  return resp;
+  return Unary(&v1::ClientService::Stub::CancelJob, Ref(id));
 }
 
 Result<v1::GetResultsResponse> Client::Results(const std::string& id) {
-  grpc::ClientContext ctx;
-  Prepare(&ctx);
-  v1::JobRef req;
-  req.set_job_id(id);
-  v1::GetResultsResponse resp;
-  Status st = FromGrpc(stub_->GetResults(&ctx, req, &resp));
-  if (!st.ok()) return st;
-  return resp;
+  return Unary(&v1::ClientService::Stub::GetResults, Ref(id));
 }
 
 Result<v1::JobInfo> Client::Watch(const std::string& id,

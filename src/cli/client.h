@@ -28,6 +28,11 @@ class Client {
 
  private:
   void Prepare(grpc::ClientContext* ctx) const;
+  // One unary call with the client's deadline.
+  template <typename Req, typename Resp>
+  Result<Resp> Unary(grpc::Status (v1::ClientService::Stub::*method)(grpc::ClientContext*,
+                                                                      const Req&, Resp*),
+                     const Req& req);
   std::unique_ptr<v1::ClientService::Stub> stub_;
   std::chrono::milliseconds timeout_;
 };
