@@ -144,13 +144,10 @@ Status Agent::LoadOrEnroll() {
     auto j = nlohmann::json::parse(f, nullptr, false);
     if (j.is_object() && j.contains("agent_id") && j.contains("secret_key")) {
       identity_.agent_id = j["agent_id"].get<std::string>();
-      std::string hex = j["secret_key"].get<std::string>();
-      std::string key;
-      for (size_t i = 0; i + 1 < hex.size(); i += 2) {
-        key.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
-      }
-      identity_.secret_key = key;
-      identity_.public_key = key.size() == 64 ? key.substr(32) : "";
+      auto key = FromHex(j["secret_key"].is_string() ? j["secret_key"].get<std::string>() : "");
+      std::string secret = key.ok() ? *key : "";
+      identity_.secret_key = secret;
+      identity_.public_key = secret.size() == 64 ? secret.substr(32) : "";
       if (identity_.public_key.size() == 32) return Status::Ok();
     }
     return InvalidArgument(path + ": unreadable identity; remove it and enroll again");
@@ -300,7 +297,7 @@ Status Agent::ServeSession(Session& s) {
       Handle(e, s);
     }
     if (clock_->Now() >= next_sensor_read_) CheckAvailability(s);
-    if (!s.ended && !Flush(s, false)) s.ended = true;
+    if (!s.ended && !Flush(s)) s.ended = true;
   }
   grpc::Status st = s.Finish();
   if (st.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
@@ -384,13 +381,13 @@ void Agent::CheckAvailability(Session& s) {
   }
 }
 
-bool Agent::Flush(Session& s, bool force_heartbeat) {
+bool Agent::Flush(Session& s) {
   Time now = clock_->Now();
   // Hold reports briefly so that several travel (and commit) together, but
   // never while the workers may run out of queued work.
   bool hold = first_unsent_ && now < *first_unsent_ + options_.coalesce &&
               outbox_.size() < options_.max_batch && !withdraw_ &&
-              pool_->held() > slots_ + slots_ / 2 && !force_heartbeat;
+              pool_->held() > slots_ + slots_ / 2;
   if (hold) return true;
   first_unsent_.reset();
   do {
@@ -429,7 +426,7 @@ bool Agent::Flush(Session& s, bool force_heartbeat) {
       }
     }
     bool content = n > 0 || m.want() > 0 || m.withdraw();
-    if (!content && (force_heartbeat || now - last_send_ >= heartbeat_)) {
+    if (!content && now - last_send_ >= heartbeat_) {
       m.set_heartbeat(true);
       content = true;
     }

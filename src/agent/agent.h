@@ -85,7 +85,7 @@ class Agent {
   v1::DeviceReport Device() const;
   Status ServeSession(Session& s);
   void Handle(Event& e, Session& s);
-  bool Flush(Session& s, bool force_heartbeat);
+  bool Flush(Session& s);
   void CheckAvailability(Session& s);
   size_t Target() const;
   void Post(Event e);

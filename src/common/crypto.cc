@@ -22,6 +22,19 @@ std::string ToHex(std::string_view bytes) {
   return out;
 }
 
+Result<std::string> FromHex(std::string_view hex) {
+  InitCrypto();
+  std::string out(hex.size() / 2, '\0');
+  size_t len = 0;
+  if (hex.size() % 2 != 0 ||
+      sodium_hex2bin(reinterpret_cast<unsigned char*>(out.data()), out.size(), hex.data(),
+                     hex.size(), nullptr, &len, nullptr) != 0 ||
+      len != out.size()) {
+    return InvalidArgument("not a hex string");
+  }
+  return out;
+}
+
 std::string Blake2bHex(std::string_view data) {
   InitCrypto();
   unsigned char h[32];

@@ -20,6 +20,8 @@ std::string Blake2bHex(std::string_view data);
 std::string RandomHex(size_t n);
 
 std::string ToHex(std::string_view bytes);
+// InvalidArgument unless `hex` is an even number of hex digits.
+Result<std::string> FromHex(std::string_view hex);
 
 struct KeyPair {
   std::string public_key;  // 32 bytes

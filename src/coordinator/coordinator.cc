@@ -329,7 +329,6 @@ Result<JobId> Coordinator::Submit(std::string_view spec_json, const std::string&
   std::lock_guard lock(mu_);
   Time now = clock_->Now();
   JobId id;
-  Status st;
   do {
     id = "j-" + RandomHex(5);
   } while (sched_.GetJob(id));
