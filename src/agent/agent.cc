@@ -48,13 +48,16 @@ class Agent::Session {
         agent_->Post(std::move(e));
         e = Event{Event::Kind::kMessage, {}, {}};
       }
+      read_ended_ = true;
       agent_->Post(Event{Event::Kind::kStreamEnded, {}, {}});
     });
     return true;
   }
   bool Write(const v1::AgentMessage& m) { return !broken_ && (broken_ = !stream_->Write(m), !broken_); }
+  // Ends the call and returns its status: the coordinator's, when it ended
+  // the stream; CANCELLED when this side did.
   grpc::Status Finish() {
-    ctx_.TryCancel();
+    if (!read_ended_) ctx_.TryCancel();  // unblocks the reader
     if (reader_.joinable()) reader_.join();
     return stream_ ? stream_->Finish() : grpc::Status::CANCELLED;
   }
@@ -67,6 +70,7 @@ class Agent::Session {
   grpc::ClientContext ctx_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::CoordinatorMessage>> stream_;
   std::thread reader_;
+  std::atomic<bool> read_ended_{false};
   bool broken_ = false;
 };
 
@@ -198,14 +202,22 @@ Status Agent::LoadOrEnroll() {
 
 // ---- the loop -------------------------------------------------------------------
 
-size_t Agent::Target() const {
-  size_t prefetch = slots_;
-  if (avg_task_s_ > 0) {
-    prefetch = static_cast<size_t>(static_cast<double>(slots_) * options_.prefetch_seconds /
-                                   avg_task_s_);
-    prefetch = std::clamp<size_t>(prefetch, 1, options_.max_prefetch);
+size_t PrefetchTarget(size_t slots, double prefetch_seconds, double avg_task_seconds,
+                      size_t max_prefetch) {
+  size_t prefetch = slots;
+  if (avg_task_seconds > 0) {
+    // Computed in floating point and clamped there: the quotient overflows
+    // size_t for very short tasks.
+    double want = static_cast<double>(slots) * prefetch_seconds / avg_task_seconds;
+    prefetch = static_cast<size_t>(std::clamp(want, 1.0, static_cast<double>(max_prefetch)));
   }
-  return slots_ + prefetch;
+  return slots + prefetch;
+}
+
+double UpdateTaskTimeAverage(double average, double task_seconds) {
+  // Floored at 1 µs: a run of instant tasks must not drive it to zero.
+  task_seconds = std::max(task_seconds, 1e-6);
+  return average == 0 ? task_seconds : 0.9 * average + 0.1 * task_seconds;
 }
 
 Status Agent::Run() {
@@ -237,7 +249,8 @@ Status Agent::Run() {
       std::lock_guard lock(mu_);
       active_ = &session;
     }
-    Status st = ServeSession(session);
+    SessionEnd end = ServeSession(session);
+    const Status& st = end.why;
     {
       std::lock_guard lock(mu_);
       active_ = nullptr;
@@ -247,7 +260,7 @@ Status Agent::Run() {
       break;
     }
     if (stop_) break;
-    if (st.ok()) backoff = options_.backoff_initial;  // it had been up: retry soon
+    if (end.was_up) backoff = options_.backoff_initial;  // retry soon
     std::uniform_real_distribution<double> spread(0.5, 1.5);
     auto wait = Duration(static_cast<int64_t>(static_cast<double>(backoff.count()) * spread(jitter)));
     log_->warn("session lost: {}; reconnecting in {} ms", st.message(), wait.count() / 1000);
@@ -259,7 +272,7 @@ Status Agent::Run() {
   return result;
 }
 
-Status Agent::ServeSession(Session& s) {
+Agent::SessionEnd Agent::ServeSession(Session& s) {
   v1::AgentMessage hello;
   v1::Hello* h = hello.mutable_hello();
   h->set_agent_id(identity_.agent_id);
@@ -276,7 +289,7 @@ Status Agent::ServeSession(Session& s) {
   for (const auto& [l, r] : unacked_) outbox_.push_back(l);  // re-send what was not acked
   if (!s.Open(hello)) {
     grpc::Status st = s.Finish();
-    return Unavailable(st.error_message().empty() ? "cannot open session" : st.error_message());
+    return {Unavailable(st.error_message().empty() ? "cannot open session" : st.error_message())};
   }
   bool had_traffic = false;
   last_send_ = clock_->Now();
@@ -301,11 +314,14 @@ Status Agent::ServeSession(Session& s) {
   }
   grpc::Status st = s.Finish();
   if (st.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
-    return PermissionDenied("coordinator refused the session: " + st.error_message());
+    return {PermissionDenied("coordinator refused the session: " + st.error_message())};
   }
-  if (stop_) return Status::Ok();
-  std::string why = st.ok() ? "session ended" : st.error_message();
-  return had_traffic ? Status::Ok() : Unavailable(why);
+  if (stop_) return {Status::Ok(), had_traffic};
+  std::string why = st.ok()                       ? "the coordinator ended the session"
+                    : st.error_message().empty() ? "connection lost (code " +
+                                                       std::to_string(st.error_code()) + ")"
+                                                 : st.error_message();
+  return {Unavailable(why), had_traffic};
 }
 
 void Agent::Handle(Event& e, Session& s) {
@@ -317,8 +333,7 @@ void Agent::Handle(Event& e, Session& s) {
       return;
     case Event::Kind::kOutcome: {
       TaskOutcome& o = e.outcome;
-      double secs = static_cast<double>(o.runtime_us) / 1e6;
-      avg_task_s_ = avg_task_s_ == 0 ? std::max(secs, 1e-6) : 0.9 * avg_task_s_ + 0.1 * secs;
+      avg_task_s_ = UpdateTaskTimeAverage(avg_task_s_, static_cast<double>(o.runtime_us) / 1e6);
       Report r{o.ok ? Report::Kind::kResult : Report::Kind::kFailure,
                o.ok ? std::move(o.output) : std::move(o.error), o.runtime_us};
       unacked_[o.lease_id] = std::move(r);
@@ -419,7 +434,8 @@ bool Agent::Flush(Session& s) {
       withdraw_ = false;
     } else if (policy_.state() == Availability::kAvailable && outbox_.empty()) {
       size_t have = pool_->held() + requested_;
-      size_t target = Target();
+      size_t target =
+          PrefetchTarget(slots_, options_.prefetch_seconds, avg_task_s_, options_.max_prefetch);
       if (have < target) {
         m.set_want(static_cast<uint32_t>(target - have));
         requested_ += target - have;

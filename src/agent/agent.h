@@ -45,12 +45,12 @@ struct AgentOptions {
   Duration backoff_max = std::chrono::seconds(10);
   // Keep this much work (in seconds per slot, judged by recent task times)
   // queued beyond the running tasks, to hide the round trip.
-  double prefetch_seconds = 0.02;
+  double prefetch_seconds = 0.05;
   size_t max_prefetch = 256;
   size_t max_batch = 256;  // most reports per message
   // Reports wait up to this long to travel together, unless the local queue
   // is about to run dry (then they go at once, with the request for more).
-  Duration coalesce = std::chrono::milliseconds(2);
+  Duration coalesce = std::chrono::milliseconds(20);
 };
 
 struct AgentIdentity {
@@ -61,6 +61,14 @@ struct AgentIdentity {
 
 // Measures one core's floating-point rate (multiply-adds) for ~`ms`.
 double MeasureFlops(int ms = 30);
+
+// How many tasks an agent with `slots` workers keeps on hand: one running per
+// slot plus enough queued to cover `prefetch_seconds` of work at the recent
+// average task time (at least 1, at most `max_prefetch`).
+size_t PrefetchTarget(size_t slots, double prefetch_seconds, double avg_task_seconds,
+                      size_t max_prefetch);
+// The moving average of task run times that PrefetchTarget reads.
+double UpdateTaskTimeAverage(double average, double task_seconds);
 
 class Agent {
  public:
@@ -83,11 +91,16 @@ class Agent {
 
   Status LoadOrEnroll();
   v1::DeviceReport Device() const;
-  Status ServeSession(Session& s);
+  // Why a session ended, and whether it had got as far as exchanging work
+  // (then the next attempt starts with the shortest backoff).
+  struct SessionEnd {
+    Status why;
+    bool was_up = false;
+  };
+  SessionEnd ServeSession(Session& s);
   void Handle(Event& e, Session& s);
   bool Flush(Session& s);
   void CheckAvailability(Session& s);
-  size_t Target() const;
   void Post(Event e);
 
   AgentOptions options_;

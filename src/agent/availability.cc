@@ -1,8 +1,28 @@
 #include "agent/availability.h"
 
 #include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 
 namespace claw {
+
+SensorReadings FileSensors::Read(const std::vector<pid_t>&) {
+  SensorReadings r;
+  std::ifstream f(path_);
+  auto j = nlohmann::json::parse(f, nullptr, false);
+  if (!f || !j.is_object()) {
+    r.user_idle = Duration(0);
+    return r;
+  }
+  r.other_cpu = j.value("other_cpu", 0.0);
+  if (j.contains("user_idle_s") && j["user_idle_s"].is_number()) {
+    r.user_idle = Duration(static_cast<int64_t>(j["user_idle_s"].get<double>() * 1e6));
+  }
+  r.on_ac = j.value("on_ac", true);
+  r.thermal_throttled = j.value("thermal_throttled", false);
+  return r;
+}
 
 const char* AvailabilityName(Availability a) {
   switch (a) {

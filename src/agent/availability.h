@@ -45,6 +45,19 @@ class FakeSensors final : public Sensors {
   SensorReadings readings;
 };
 
+// Readings from a JSON file, read again on every call, e.g.
+//   {"other_cpu": 0.1, "user_idle_s": 600, "on_ac": true}
+// (a missing user_idle_s means headless). For rehearsing a policy and for
+// end-to-end tests; an unreadable file reads as "user active now".
+class FileSensors final : public Sensors {
+ public:
+  explicit FileSensors(std::string path) : path_(std::move(path)) {}
+  SensorReadings Read(const std::vector<pid_t>& own) override;
+
+ private:
+  std::string path_;
+};
+
 struct AvailabilityOptions {
   bool always = false;                    // dedicated machine: ignore sensors
   double max_other_cpu = 0.30;            // others may use up to this share of the CPU

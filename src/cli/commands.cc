@@ -110,6 +110,10 @@ void AddAgent(CLI::App& cli) {
   cmd->add_option("--grace", *grace_s, "Seconds paused before handing tasks back")->capture_default_str();
   cmd->add_option("--memory-mb", *memory_mb, "Address-space limit per worker (0: none)");
   cmd->add_option("--cpu-seconds", opts->limits.cpu_seconds, "CPU-time limit per task")->capture_default_str();
+  auto sensors_file = std::make_shared<std::string>();
+  cmd->add_option("--sensors-file", *sensors_file,
+                  "Read availability sensors from a JSON file (rehearsal, tests)")
+      ->group("");  // hidden
   cmd->callback([=] {
     if (!config->empty()) {
       std::ifstream f(*config);
@@ -131,7 +135,9 @@ void AddAgent(CLI::App& cli) {
     opts->availability.require_ac = !*allow_battery;
     opts->limits.memory_bytes = *memory_mb << 20;
     InstallSignalHandlers();
-    Agent agent(*opts, SystemClock::Get(), NewSystemSensors(), MakeLogger("agent"));
+    auto sensors = sensors_file->empty() ? NewSystemSensors()
+                                         : std::make_unique<FileSensors>(*sensors_file);
+    Agent agent(*opts, SystemClock::Get(), std::move(sensors), MakeLogger("agent"));
     std::thread watcher([&agent] {
       while (!g_interrupted) usleep(100'000);
       agent.Stop();

@@ -37,6 +37,14 @@ void PrintResult(const v1::JobInfo& job, const std::string& result_json, bool js
                 nlohmann::json{{"job", JobInfoToJson(job)}, {"result", r}}.dump(2).c_str());
     return;
   }
+  double wall_s = static_cast<double>(job.finished_unix_ms() - job.created_unix_ms()) / 1e3;
+  std::string timing;
+  if (job.finished_unix_ms() > 0 && wall_s > 0) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "  %u tasks, %.2f s of task time in %.2f s (%.2fx)\n",
+                  job.tasks_total(), job.task_seconds(), wall_s, job.task_seconds() / wall_s);
+    timing = buf;
+  }
   if (r.is_object() && r.contains("estimate")) {
     double est = r["estimate"], se = r["std_error"];
     std::printf("%s: %s over %llu paths\n", job.job_id().c_str(),
@@ -50,9 +58,10 @@ void PrintResult(const v1::JobInfo& job, const std::string& result_json, bool js
                   r.value("reference_name", "reference").c_str(), ref,
                   se > 0 ? (est - ref) / se : 0.0);
     }
+    std::printf("%s", timing.c_str());
     return;
   }
-  std::printf("%s\n", r.dump(2).c_str());
+  std::printf("%s\n%s", r.dump(2).c_str(), timing.c_str());
 }
 
 int WaitAndPrint(Client& client, const std::string& job_id, bool json) {

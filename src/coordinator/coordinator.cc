@@ -43,7 +43,8 @@ nlohmann::json JobInfoToJson(const v1::JobInfo& i) {
                       {"tasks_running", i.tasks_running()},
                       {"tasks_failed", i.tasks_failed()},
                       {"created_unix_ms", i.created_unix_ms()},
-                      {"finished_unix_ms", i.finished_unix_ms()}};
+                      {"finished_unix_ms", i.finished_unix_ms()},
+                      {"task_seconds", i.task_seconds()}};
   if (!i.error().empty()) j["error"] = i.error();
   return j;
 }
@@ -125,14 +126,34 @@ void Coordinator::CommitAndNotify(Time now, SessionSink* ack_to, std::vector<Lea
     for (LeaseId l : acks) msg.add_ack(l);
   }
   for (auto& [sink, msg] : out) sink->Send(msg);
-  for (const JobId& id : notices.jobs_changed) {
-    auto range = watchers_.equal_range(id);
-    if (range.first == range.second) continue;
-    auto view = sched_.GetJob(id);
-    if (!view) continue;
-    v1::JobInfo info = InfoOf(*view);
-    for (auto it = range.first; it != range.second; ++it) it->second->OnJob(info);
+  metrics_.session_sends += out.size();
+  for (const JobId& id : notices.jobs_changed) NotifyWatchers(id, now, false);
+}
+
+void Coordinator::NotifyWatchers(const JobId& id, Time now, bool force) {
+  auto range = watchers_.equal_range(id);
+  if (range.first == range.second) {
+    watch_sent_.erase(id);
+    watch_pending_.erase(id);
+    return;
   }
+  auto view = sched_.GetJob(id);
+  if (!view) return;
+  auto sent = watch_sent_.find(id);
+  bool due = force || IsFinal(view->record.state) || sent == watch_sent_.end() ||
+             now >= sent->second + options_.watch_interval;
+  if (!due) {
+    watch_pending_.insert(id);
+    return;
+  }
+  watch_pending_.erase(id);
+  if (IsFinal(view->record.state)) {
+    watch_sent_.erase(id);  // it will not change again
+  } else {
+    watch_sent_[id] = now;
+  }
+  v1::JobInfo info = InfoOf(*view);
+  for (auto it = range.first; it != range.second; ++it) it->second->OnJob(info);
 }
 
 // ---- agents ---------------------------------------------------------------------------
@@ -251,6 +272,7 @@ void Coordinator::OnAgentMessage(SessionSink* sink, v1::AgentMessage& msg) {
   auto it = sessions_.find(sink);
   if (it == sessions_.end()) return;  // replaced or closed meanwhile
   const AgentId agent = it->second.agent;
+  metrics_.agent_messages++;
   if (!valid.ok()) {
     log_->warn("bad message agent={} error={}", agent, valid.message());
     sink->Close(valid);
@@ -319,6 +341,7 @@ v1::JobInfo Coordinator::InfoOf(const JobView& v) const {
   i.set_created_unix_ms(v.record.created.unix_ms());
   if (IsFinal(v.record.state)) i.set_finished_unix_ms(v.record.finished.unix_ms());
   i.set_error(v.record.error);
+  i.set_task_seconds(static_cast<double>(v.record.task_runtime_us) / 1e6);
   return i;
 }
 
@@ -386,6 +409,12 @@ void Coordinator::Unwatch(JobWatcher* watcher) {
 void Coordinator::Tick() {
   std::lock_guard lock(mu_);
   Time now = clock_->Now();
+  for (const JobId& id : std::vector<JobId>(watch_pending_.begin(), watch_pending_.end())) {
+    auto sent = watch_sent_.find(id);
+    if (sent == watch_sent_.end() || now >= sent->second + options_.watch_interval) {
+      NotifyWatchers(id, now, true);
+    }
+  }
   auto wake = sched_.NextWakeup();
   if (!wake || *wake > now) return;
   sched_.Tick(now);

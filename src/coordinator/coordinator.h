@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -44,6 +45,9 @@ struct CoordinatorOptions {
   uint32_t max_want = 4096;
   // How far an agent's Hello timestamp may be from ours.
   Duration hello_skew = std::chrono::minutes(5);
+  // Progress updates to a job's watchers are sent at most this often; a
+  // change of state (done, failed, cancelled) is sent at once.
+  Duration watch_interval = std::chrono::milliseconds(50);
   // What to do when the store fails. Default: log and abort.
   std::function<void(const Status&)> on_store_failure;
 };
@@ -71,6 +75,8 @@ struct CoordinatorMetrics {
   uint64_t task_failures = 0;
   uint64_t assignments_sent = 0;
   uint64_t store_commits = 0;
+  uint64_t agent_messages = 0;  // received on sessions
+  uint64_t session_sends = 0;   // messages sent to agents
   size_t pending_tasks = 0;
   size_t active_leases = 0;
   size_t connected_agents = 0;
@@ -126,6 +132,9 @@ class Coordinator {
   // Dispatches, commits the batch, then sends what the step produced.
   // `acks` are appended to the message for `ack_to`.
   void CommitAndNotify(Time now, SessionSink* ack_to = nullptr, std::vector<LeaseId> acks = {});
+  // Tells the job's watchers about it now, or marks it to be told by a later
+  // Tick when the last update was less than watch_interval ago.
+  void NotifyWatchers(const JobId& id, Time now, bool force);
   Status ValidateAgentMessage(const v1::AgentMessage& msg) const;
   v1::JobInfo InfoOf(const JobView& v) const;
 
@@ -141,6 +150,8 @@ class Coordinator {
   std::unordered_map<AgentId, SessionSink*> session_of_;      // guarded by mu_
   std::unordered_map<AgentId, std::string> public_keys_;      // guarded by mu_ (cache)
   std::multimap<JobId, JobWatcher*> watchers_;                // guarded by mu_
+  std::unordered_map<JobId, Time> watch_sent_;                // guarded by mu_
+  std::set<JobId> watch_pending_;                             // guarded by mu_
   CoordinatorMetrics metrics_;                                // guarded by mu_
 };
 

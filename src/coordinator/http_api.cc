@@ -92,6 +92,8 @@ void HttpApi::Routes() {
     line("claw_task_failures_total", "counter", m.task_failures);
     line("claw_assignments_sent_total", "counter", m.assignments_sent);
     line("claw_store_commits_total", "counter", m.store_commits);
+    line("claw_agent_messages_total", "counter", m.agent_messages);
+    line("claw_session_sends_total", "counter", m.session_sends);
     line("claw_pending_tasks", "gauge", m.pending_tasks);
     line("claw_active_leases", "gauge", m.active_leases);
     line("claw_connected_agents", "gauge", m.connected_agents);

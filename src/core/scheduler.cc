@@ -85,6 +85,7 @@ Status Scheduler::Restore(RecoveredState state, Time now) {
       job->spec = std::move(spec).value();
       job->app = apps_->Find(job->spec.app);
       job->tasks.resize(rec.n_tasks);
+      rec.task_runtime_us = 0;  // summed again from the stored tasks below
     }
     job->record = std::move(rec);
     job_order_.push_back(job.get());
@@ -103,7 +104,10 @@ Status Scheduler::Restore(RecoveredState state, Time now) {
     task.attempts = t.attempts;
     task.output = std::move(t.output);
     task.runtime_us = t.runtime_us;
-    if (task.state == TaskState::kDone) job->done++;
+    if (task.state == TaskState::kDone) {
+      job->done++;
+      job->record.task_runtime_us += task.runtime_us;
+    }
     if (task.state == TaskState::kFailed) job->failed++;
   }
   for (auto& l : state.leases) {
@@ -228,7 +232,8 @@ void Scheduler::FinishJob(Job& job, JobState state, std::string result_json, std
   job.record.error = std::move(error);
   MarkRunnable(job);
   batch_.job_updates.push_back(
-      JobUpdate{job.record.id, state, now, job.record.result_json, job.record.error});
+      JobUpdate{job.record.id, state, now, job.record.result_json, job.record.error,
+                job.record.task_runtime_us});
   notices_.jobs_changed.insert(job.record.id);
   // The results live in the store now; keep only the record in memory.
   std::vector<Task>().swap(job.tasks);
@@ -395,6 +400,7 @@ void Scheduler::CompleteTask(Job& job, uint32_t index, ResultIn& result) {
   task.state = TaskState::kDone;
   task.output = std::move(result.output);
   task.runtime_us = result.runtime_us;
+  job.record.task_runtime_us += result.runtime_us;
   job.done++;
   RecordTask(job, index);
 }

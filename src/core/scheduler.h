@@ -68,6 +68,7 @@ struct JobUpdate {
   Time finished;
   std::string result_json;
   std::string error;
+  uint64_t task_runtime_us = 0;
 };
 
 struct NewJob {

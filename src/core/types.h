@@ -58,6 +58,9 @@ struct JobRecord {
   uint32_t n_tasks = 0;
   std::string result_json;  // set when done
   std::string error;        // set when failed
+  // Run time of the completed tasks as their workers measured it, summed.
+  // Stored when the job ends; kept in memory while it runs.
+  uint64_t task_runtime_us = 0;
 };
 
 struct TaskRecord {

@@ -32,6 +32,7 @@ class MemoryStore final : public Store {
       j.finished = u.finished;
       j.result_json = u.result_json;
       j.error = u.error;
+      j.task_runtime_us = u.task_runtime_us;
     }
     if (b.next_lease_id) next_lease_id_ = b.next_lease_id;
     return Status::Ok();

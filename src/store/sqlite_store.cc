@@ -17,12 +17,21 @@
 namespace claw {
 namespace {
 
+constexpr int kSchemaVersion = 2;
+
+// Upgrades from each older schema version to the next; index i upgrades from i+1.
+constexpr const char* kMigrations[] = {
+    "ALTER TABLE jobs ADD COLUMN task_runtime_us INTEGER NOT NULL DEFAULT 0;"
+    "UPDATE meta SET value = '2' WHERE key = 'schema_version';",
+};
+static_assert(std::size(kMigrations) == kSchemaVersion - 1);
+
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS jobs (
   id TEXT PRIMARY KEY, owner TEXT NOT NULL, spec TEXT NOT NULL, state INTEGER NOT NULL,
   created_us INTEGER NOT NULL, finished_us INTEGER NOT NULL, n_tasks INTEGER NOT NULL,
-  result TEXT NOT NULL, error TEXT NOT NULL);
+  result TEXT NOT NULL, error TEXT NOT NULL, task_runtime_us INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS tasks (
   job TEXT NOT NULL, idx INTEGER NOT NULL, params BLOB NOT NULL, cost REAL NOT NULL,
   state INTEGER NOT NULL, attempts INTEGER NOT NULL, output BLOB NOT NULL,
@@ -34,7 +43,7 @@ CREATE TABLE IF NOT EXISTS agents (
   id TEXT PRIMARY KEY, public_key BLOB NOT NULL, device TEXT NOT NULL, enrolled_us INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS enroll_tokens (
   hash TEXT PRIMARY KEY, expires_us INTEGER NOT NULL, used_by TEXT NOT NULL DEFAULT '');
-INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '1');
+INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '2');
 INSERT OR IGNORE INTO meta (key, value) VALUES ('next_lease_id', '1');
 )sql";
 
@@ -132,14 +141,14 @@ class SqliteStore final : public Store {
          "runtime_us = :runtime WHERE job = :job AND idx = :idx"},
         {&update_job_,
          "UPDATE jobs SET state = :state, finished_us = :finished, result = :result, "
-         "error = :error WHERE id = :id"},
+         "error = :error, task_runtime_us = :runtime WHERE id = :id"},
         {&set_next_lease_, "UPDATE meta SET value = :v WHERE key = 'next_lease_id'"},
         {&begin_, "BEGIN IMMEDIATE"},
         {&commit_, "COMMIT"},
         {&rollback_, "ROLLBACK"},
         {&select_jobs_,
-         "SELECT id, owner, spec, state, created_us, finished_us, n_tasks, result, error "
-         "FROM jobs"},
+         "SELECT id, owner, spec, state, created_us, finished_us, n_tasks, result, error, "
+         "task_runtime_us FROM jobs"},
         {&select_tasks_,
          "SELECT t.job, t.idx, t.params, t.cost, t.state, t.attempts, t.output, t.runtime_us "
          "FROM tasks t JOIN jobs j ON j.id = t.job WHERE j.state = 0"},
@@ -187,6 +196,7 @@ class SqliteStore final : public Store {
       j.n_tasks = static_cast<uint32_t>(select_jobs_.Int(6));
       j.result_json = select_jobs_.Text(7);
       j.error = select_jobs_.Text(8);
+      j.task_runtime_us = static_cast<uint64_t>(select_jobs_.Int(9));
       s.jobs.push_back(std::move(j));
     }
     select_jobs_.Reset();
@@ -307,6 +317,7 @@ class SqliteStore final : public Store {
                                .Bind(":finished", u.finished.us)
                                .Bind(":result", u.result_json)
                                .Bind(":error", u.error)
+                               .Bind(":runtime", static_cast<int64_t>(u.task_runtime_us))
                                .Bind(":id", u.id)
                                .Exec());
     }
@@ -346,6 +357,44 @@ Result<int> LockDatabase(const std::string& path) {
   return fd;
 }
 
+// The schema version a database was written with; 0 for a new, empty one.
+Result<int> SchemaVersion(sqlite3* db, const std::string& path) {
+  int version = 0;
+  auto read = [](void* out, int, char** values, char**) {
+    *static_cast<int*>(out) = values[0] ? std::atoi(values[0]) : 0;
+    return 0;
+  };
+  char* err = nullptr;
+  int rc = sqlite3_exec(db,
+                        "SELECT value FROM meta WHERE key = 'schema_version' AND EXISTS "
+                        "(SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta')",
+                        read, &version, &err);
+  if (rc != SQLITE_OK && std::string(err ? err : "").find("no such table") == std::string::npos) {
+    std::string msg = err ? err : "unknown error";
+    sqlite3_free(err);
+    return Internal("cannot read the schema version of " + path + ": " + msg);
+  }
+  sqlite3_free(err);
+  return version;
+}
+
+// Brings a database written by an older version up to kSchemaVersion, one
+// transaction per step.
+Status Migrate(sqlite3* db, const std::string& path, int version) {
+  for (; version < kSchemaVersion; ++version) {
+    std::string step = std::string("BEGIN IMMEDIATE;") + kMigrations[version - 1] + "COMMIT;";
+    char* err = nullptr;
+    if (sqlite3_exec(db, step.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string msg = err ? err : "unknown error";
+      sqlite3_free(err);
+      sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+      return Internal("cannot upgrade " + path + " from schema version " +
+                      std::to_string(version) + ": " + msg);
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
@@ -368,12 +417,24 @@ Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
   std::string pragmas = "PRAGMA journal_mode=WAL; PRAGMA synchronous=" + options.synchronous +
                         "; PRAGMA busy_timeout=5000; PRAGMA foreign_keys=OFF;";
   char* err = nullptr;
-  if (sqlite3_exec(db, pragmas.c_str(), nullptr, nullptr, &err) != SQLITE_OK ||
-      sqlite3_exec(db, kSchema, nullptr, nullptr, &err) != SQLITE_OK) {
+  if (sqlite3_exec(db, pragmas.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
     std::string msg = err ? err : "unknown error";
     sqlite3_free(err);
     return Internal("cannot initialise database " + path + ": " + msg);
   }
+  auto version = SchemaVersion(db, path);
+  if (!version.ok()) return version.status();
+  if (*version > kSchemaVersion) {
+    return FailedPrecondition(path + " has schema version " + std::to_string(*version) +
+                              ", written by a newer coordinator; this one reads versions up to " +
+                              std::to_string(kSchemaVersion));
+  }
+  if (sqlite3_exec(db, kSchema, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown error";
+    sqlite3_free(err);
+    return Internal("cannot initialise database " + path + ": " + msg);
+  }
+  if (*version > 0) CLAW_RETURN_IF_ERROR(Migrate(db, path, *version));
   CLAW_RETURN_IF_ERROR(store->Prepare());
   return std::unique_ptr<Store>(std::move(store));
 }

@@ -153,7 +153,7 @@ class Network : public ::testing::Test {
   void TearDown() override {
     agents_.clear();
     coordinator_.reset();
-    if (!HasFailure()) std::filesystem::remove_all(dir_);
+    if (!HasFailure() && !getenv("CLAW_KEEP_TEST_DIRS")) std::filesystem::remove_all(dir_);
   }
 
   std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
@@ -170,15 +170,17 @@ class Network : public ::testing::Test {
         << coordinator_->Output();
   }
 
-  // Starts an agent with the next unused enrollment token.
-  Process& StartAgent(int slots = 1, std::vector<std::string> extra = {}) {
+  // Starts an agent with the next unused enrollment token; a dedicated one
+  // (--always) unless `always` is false.
+  Process& StartAgent(int slots = 1, std::vector<std::string> extra = {}, bool always = true) {
     std::istringstream tokens(ReadFile(data() + "/enroll-tokens"));
     std::string token;
     for (size_t i = 0; i <= agents_.size(); ++i) std::getline(tokens, token);
     std::string n = std::to_string(agents_.size());
     std::vector<std::string> args = {"agent", "--coordinator", target(), "--state",
                                       (dir_ / ("agent" + n)).string(), "--token", token,
-                                      "--always", "--slots", std::to_string(slots)};
+                                      "--slots", std::to_string(slots)};
+    if (always) args.push_back("--always");
     args.insert(args.end(), extra.begin(), extra.end());
     agents_.push_back(
         std::make_unique<Process>(args, (dir_ / ("agent" + n + ".log")).string()));

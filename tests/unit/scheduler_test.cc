@@ -95,6 +95,7 @@ TEST_F(SchedulerTest, RunsAJobToCompletionAndMergesInOrder) {
   auto job = sched_.GetJob("j1");
   EXPECT_EQ(job->record.state, JobState::kDone);
   EXPECT_EQ(job->record.result_json, R"({"n":10})");
+  EXPECT_EQ(job->record.task_runtime_us, 10u * 10);  // each report says 10 µs
   EXPECT_EQ(sched_.active_leases(), 0u);
 }
 
@@ -290,12 +291,21 @@ TEST(SchedulerSimulation, EveryTaskCompletesExactlyOnceUnderChurnAndCrashes) {
     EXPECT_EQ(job->record.state, JobState::kDone) << job->record.error;
     done += job->record.state == JobState::kDone;
     EXPECT_EQ(job->record.result_json, R"({"n":250})");
+    // Run time is counted once per task (each accepted report says 1 ms),
+    // across every crash and restore.
+    EXPECT_EQ(job->record.task_runtime_us, uint64_t{kTasksPerJob} * 1000);
   }
   EXPECT_EQ(done, kJobs);
   EXPECT_EQ(accepted.size(), static_cast<size_t>(kJobs * kTasksPerJob));
   for (const auto& [key, n] : accepted) EXPECT_EQ(n, 1) << key.first << "/" << key.second;
   EXPECT_GT(crashes, 0);
   EXPECT_EQ(sched->active_leases(), 0u);
+  // Finished jobs come back from the store with their run time.
+  Scheduler restored(&apps, opts);
+  auto state = store->Load();
+  ASSERT_TRUE(state.ok());
+  ASSERT_TRUE(restored.Restore(std::move(state).value(), clock.Now()).ok());
+  EXPECT_EQ(restored.GetJob("j0")->record.task_runtime_us, uint64_t{kTasksPerJob} * 1000);
 }
 
 }  // namespace

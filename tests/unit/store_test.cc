@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include <filesystem>
 
 namespace claw {
@@ -13,6 +15,7 @@ struct StoreFactory {
   std::string name;
   std::function<std::unique_ptr<Store>(const std::string& dir)> make;
 };
+void PrintTo(const StoreFactory& f, std::ostream* os) { *os << f.name; }
 
 class StoreConformance : public ::testing::TestWithParam<StoreFactory> {
  protected:
@@ -75,13 +78,14 @@ TEST_P(StoreConformance, AppliesBatchesAndLoadsThemBack) {
 TEST_P(StoreConformance, FinishedJobsKeepRecordsButNotTasksInLoad) {
   ASSERT_TRUE(store_->Apply(NewJobBatch("j1", 2)).ok());
   StoreBatch b;
-  b.job_updates.push_back(JobUpdate{"j1", JobState::kDone, Time{9}, R"({"x":1})", ""});
+  b.job_updates.push_back(JobUpdate{"j1", JobState::kDone, Time{9}, R"({"x":1})", "", 1234});
   ASSERT_TRUE(store_->Apply(b).ok());
   auto s = store_->Load();
   ASSERT_TRUE(s.ok());
   ASSERT_EQ(s->jobs.size(), 1u);
   EXPECT_EQ(s->jobs[0].state, JobState::kDone);
   EXPECT_EQ(s->jobs[0].result_json, R"({"x":1})");
+  EXPECT_EQ(s->jobs[0].task_runtime_us, 1234u);
   EXPECT_TRUE(s->tasks.empty());
 }
 
@@ -154,6 +158,67 @@ TEST(SqliteStore, SurvivesReopen) {
   ASSERT_TRUE(state.ok());
   EXPECT_EQ(state->jobs.size(), 1u);
   EXPECT_EQ(state->tasks.size(), 1u);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace claw
+
+namespace claw {
+namespace {
+
+// A database written by the first release (schema version 1) is upgraded in
+// place and keeps its jobs.
+TEST(SqliteStore, UpgradesASchemaVersion1Database) {
+  auto dir = std::filesystem::temp_directory_path() / ("claw-migrate-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::string path = (dir / "claw.db").string();
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    const char* v1 = R"sql(
+      CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+      CREATE TABLE jobs (
+        id TEXT PRIMARY KEY, owner TEXT NOT NULL, spec TEXT NOT NULL, state INTEGER NOT NULL,
+        created_us INTEGER NOT NULL, finished_us INTEGER NOT NULL, n_tasks INTEGER NOT NULL,
+        result TEXT NOT NULL, error TEXT NOT NULL);
+      INSERT INTO meta VALUES ('schema_version', '1'), ('next_lease_id', '5');
+      INSERT INTO jobs VALUES ('j-old', 'bob', '{"app":"noop"}', 1, 1, 2, 3, '{}', '');
+    )sql";
+    ASSERT_EQ(sqlite3_exec(db, v1, nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+  }
+  auto store = OpenSqliteStore(path);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto s = (*store)->Load();
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(s->jobs.size(), 1u);
+  EXPECT_EQ(s->jobs[0].id, "j-old");
+  EXPECT_EQ(s->jobs[0].task_runtime_us, 0u);
+  EXPECT_EQ(s->next_lease_id, 5u);
+  store->reset();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SqliteStore, RefusesADatabaseFromANewerVersion) {
+  auto dir = std::filesystem::temp_directory_path() / ("claw-newer-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::string path = (dir / "claw.db").string();
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db,
+                           "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+                           "INSERT INTO meta VALUES ('schema_version', '99');",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  auto store = OpenSqliteStore(path);
+  ASSERT_FALSE(store.ok());
+  EXPECT_NE(store.status().message().find("schema version 99"), std::string::npos);
   std::filesystem::remove_all(dir);
 }
 

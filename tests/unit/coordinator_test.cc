@@ -1,0 +1,134 @@
+// The coordinator with its real in-memory store, a fake clock, and fake
+// transports (a session sink and a job watcher that record what they get).
+#include "coordinator/coordinator.h"
+
+#include <gtest/gtest.h>
+
+#include "apps/registry.h"
+#include "common/crypto.h"
+
+namespace claw {
+namespace {
+
+using std::chrono::milliseconds;
+
+class RecordingSink final : public SessionSink {
+ public:
+  void Send(const v1::CoordinatorMessage& msg) override { sent.push_back(msg); }
+  void Close(const Status& why) override { closed = why; }
+  std::vector<LeaseId> TakeAssignments() {
+    std::vector<LeaseId> out;
+    for (const auto& m : sent) {
+      for (const auto& a : m.assignments()) out.push_back(a.lease_id());
+    }
+    sent.clear();
+    return out;
+  }
+  std::vector<v1::CoordinatorMessage> sent;
+  std::optional<Status> closed;
+};
+
+class RecordingWatcher final : public JobWatcher {
+ public:
+  void OnJob(const v1::JobInfo& info) override { updates.push_back(info); }
+  std::vector<v1::JobInfo> updates;
+};
+
+class CoordinatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = NewMemoryStore();
+    auto c = Coordinator::Create(store_.get(), &apps_, &clock_, CoordinatorOptions{}, NullLogger());
+    ASSERT_TRUE(c.ok());
+    coordinator_ = std::move(c).value();
+  }
+  // Enrolls an agent and opens its session on `sink`.
+  AgentId Connect(RecordingSink* sink) {
+    auto tokens = coordinator_->CreateEnrollTokens(1, std::chrono::hours(1));
+    KeyPair key = GenerateSigningKey();
+    v1::EnrollRequest req;
+    req.set_token((*tokens)[0]);
+    req.set_public_key(key.public_key);
+    auto enrolled = coordinator_->Enroll(req);
+    EXPECT_TRUE(enrolled.ok()) << enrolled.status().ToString();
+    v1::Hello hello;
+    hello.set_agent_id(enrolled->agent_id());
+    hello.set_unix_ms(clock_.Now().unix_ms());
+    hello.set_signature(Sign("claw-session-v1|" + hello.agent_id() + "|" +
+                                 std::to_string(hello.unix_ms()),
+                             key.secret_key));
+    auto id = coordinator_->OpenSession(hello, sink);
+    EXPECT_TRUE(id.ok()) << id.status().ToString();
+    return *id;
+  }
+  void Want(RecordingSink* sink, uint32_t n) {
+    v1::AgentMessage m;
+    m.set_want(n);
+    coordinator_->OnAgentMessage(sink, m);
+  }
+  void Report(RecordingSink* sink, LeaseId lease) {
+    v1::AgentMessage m;
+    auto* r = m.add_results();
+    r->set_lease_id(lease);
+    r->set_runtime_us(250);
+    coordinator_->OnAgentMessage(sink, m);
+  }
+
+  FakeClock clock_;
+  AppRegistry apps_ = BuiltinApps();
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Coordinator> coordinator_;
+};
+
+TEST_F(CoordinatorTest, WatchersGetProgressAtMostOncePerIntervalAndTheEndAtOnce) {
+  RecordingSink sink;
+  Connect(&sink);
+  auto job = coordinator_->Submit(R"({"app":"noop","tasks":20})", "alice");
+  ASSERT_TRUE(job.ok());
+  RecordingWatcher watcher;
+  ASSERT_TRUE(coordinator_->Watch(*job, &watcher).ok());
+  ASSERT_EQ(watcher.updates.size(), 1u);  // the current state, at once
+  Want(&sink, 20);
+  std::vector<LeaseId> leases = sink.TakeAssignments();
+  ASSERT_EQ(leases.size(), 20u);
+
+  // Ten results within one interval: one update, then the rest wait.
+  for (int i = 0; i < 10; ++i) Report(&sink, leases[i]);
+  EXPECT_EQ(watcher.updates.size(), 2u);
+  coordinator_->Tick();
+  EXPECT_EQ(watcher.updates.size(), 2u);  // still within the interval
+  clock_.Advance(milliseconds(60));
+  coordinator_->Tick();  // the held-back progress goes out now
+  ASSERT_EQ(watcher.updates.size(), 3u);
+  EXPECT_EQ(watcher.updates.back().tasks_done(), 10u);
+
+  // The last result ends the job: sent at once, inside the interval.
+  for (int i = 10; i < 20; ++i) Report(&sink, leases[i]);
+  ASSERT_EQ(watcher.updates.size(), 4u);
+  EXPECT_EQ(watcher.updates.back().state(), "done");
+  EXPECT_EQ(watcher.updates.back().tasks_done(), 20u);
+  EXPECT_DOUBLE_EQ(watcher.updates.back().task_seconds(), 20 * 250e-6);
+  coordinator_->Unwatch(&watcher);
+}
+
+TEST_F(CoordinatorTest, EveryResultIsAcknowledgedOnlyAfterItIsStored) {
+  RecordingSink sink;
+  Connect(&sink);
+  ASSERT_TRUE(coordinator_->Submit(R"({"app":"noop","tasks":3})", "alice").ok());
+  Want(&sink, 3);
+  std::vector<LeaseId> leases = sink.TakeAssignments();
+  ASSERT_EQ(leases.size(), 3u);
+  Report(&sink, leases[0]);
+  ASSERT_EQ(sink.sent.size(), 1u);
+  ASSERT_EQ(sink.sent[0].ack_size(), 1);
+  EXPECT_EQ(sink.sent[0].ack(0), leases[0]);
+  auto state = store_->Load();
+  ASSERT_TRUE(state.ok());
+  int done = 0;
+  for (const auto& t : state->tasks) done += t.state == TaskState::kDone;
+  EXPECT_EQ(done, 1);
+  EXPECT_EQ(coordinator_->Metrics().results_accepted, 1u);
+}
+
+}  // namespace
+}  // namespace claw
