@@ -9,7 +9,7 @@ DEBIAN_PACKAGES=(
   build-essential cmake pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev
   libsqlite3-dev libsodium-dev nlohmann-json3-dev libcpp-httplib-dev
-  libcli11-dev libspdlog-dev libzstd-dev
+  libcli11-dev libspdlog-dev libzstd-dev libsystemd-dev
   libgtest-dev libbenchmark-dev
   bubblewrap curl
 )

@@ -10,6 +10,11 @@
 #include <fstream>
 #include <sstream>
 
+#ifdef CLAW_HAVE_LOGIND
+#include <systemd/sd-bus.h>
+#include <systemd/sd-login.h>
+#endif
+
 #include "agent/availability.h"
 
 namespace claw {
@@ -45,9 +50,51 @@ uint64_t ProcessJiffies(pid_t pid) {
   return utime + stime;
 }
 
+#ifdef CLAW_HAVE_LOGIND
+// logind's view, which covers graphical sessions: the number of user
+// sessions (sd-login), and the manager's IdleHint / IdleSinceHint (D-Bus),
+// true only when every session is idle. Nothing when logind is not running.
+std::optional<std::optional<Duration>> LogindUserIdle() {
+  char** sessions = nullptr;
+  int n = sd_get_sessions(&sessions);
+  if (n < 0) return std::nullopt;
+  int users = 0;
+  for (int i = 0; i < n; ++i) {
+    char* cls = nullptr;
+    if (sd_session_get_class(sessions[i], &cls) >= 0 && std::string_view(cls) == "user") ++users;
+    free(cls);
+    free(sessions[i]);
+  }
+  free(sessions);
+  if (users == 0) return std::optional<Duration>();  // headless: nobody to disturb
+  sd_bus* bus = nullptr;
+  if (sd_bus_default_system(&bus) < 0) return std::nullopt;
+  int hint = 0;
+  uint64_t since_us = 0;
+  sd_bus_error err = SD_BUS_ERROR_NULL;
+  int r = sd_bus_get_property_trivial(bus, "org.freedesktop.login1", "/org/freedesktop/login1",
+                                      "org.freedesktop.login1.Manager", "IdleHint", &err, 'b',
+                                      &hint);
+  sd_bus_error_free(&err);
+  if (r >= 0 && hint) {
+    r = sd_bus_get_property_trivial(bus, "org.freedesktop.login1", "/org/freedesktop/login1",
+                                    "org.freedesktop.login1.Manager", "IdleSinceHint", &err, 't',
+                                    &since_us);
+    sd_bus_error_free(&err);
+  }
+  sd_bus_unref(bus);
+  if (r < 0) return std::nullopt;
+  if (!hint) return std::optional<Duration>(Duration(0));  // someone is active
+  auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+  return std::optional<Duration>(Duration(std::max<int64_t>(0, now_us - int64_t(since_us))));
+}
+#endif
+
 // The shortest idle time of any logged-in terminal (as `w` shows it), or
 // nothing when nobody is logged in (a headless server counts as idle).
-std::optional<Duration> UserIdle() {
+std::optional<Duration> TerminalUserIdle() {
   std::optional<Duration> idle;
   time_t now = time(nullptr);
   setutxent();
@@ -61,6 +108,13 @@ std::optional<Duration> UserIdle() {
   }
   endutxent();
   return idle;
+}
+
+std::optional<Duration> UserIdle() {
+#ifdef CLAW_HAVE_LOGIND
+  if (auto idle = LogindUserIdle()) return *idle;
+#endif
+  return TerminalUserIdle();
 }
 
 std::string ReadLine(const std::filesystem::path& p) {
