@@ -111,7 +111,9 @@ double SequentialSeconds(const std::string& spec) {
 }
 
 std::string McSpec(uint64_t tasks, uint64_t paths_per_task) {
-  return R"({"app":"montecarlo","tasks":)" + std::to_string(tasks) +
+  // One replica: these figures measure the network itself (redundancy's cost
+  // is measured separately).
+  return R"({"app":"montecarlo","replication":1,"tasks":)" + std::to_string(tasks) +
          R"(,"params":{"model":"european_call","paths":)" +
          std::to_string(tasks * paths_per_task) + "}}";
 }

@@ -35,6 +35,13 @@ class App {
   virtual Result<nlohmann::json> Merge(const JobSpec& spec,
                                        const std::vector<std::string_view>& outputs) const = 0;
   virtual bool Equivalent(std::string_view a, std::string_view b) const = 0;
+  // Replication and quorum for jobs that do not set them. Apps whose results
+  // cannot be checked cheaply any other way should ask for 2/2.
+  struct Redundancy {
+    uint32_t replication = 1;
+    uint32_t quorum = 1;
+  };
+  virtual Redundancy DefaultRedundancy() const { return {}; }
 };
 
 // The apps a process knows, by name. Filled at start-up, read-only after.

@@ -24,7 +24,8 @@ Result<JobSpec> ParseJobSpec(std::string_view json_text, const AppRegistry& apps
 
   FieldReader f(j, "spec");
   CLAW_RETURN_IF_ERROR(f.NoUnknownFields(
-      {"app", "name", "params", "tasks", "seed", "priority", "max_attempts", "task_timeout_s"}));
+      {"app", "name", "params", "tasks", "seed", "priority", "max_attempts", "task_timeout_s",
+       "replication", "quorum", "max_replicas"}));
   JobSpec spec;
   auto app = f.String("app", 64, std::nullopt);
   if (!app.ok()) return app.status();
@@ -34,16 +35,33 @@ Result<JobSpec> ParseJobSpec(std::string_view json_text, const AppRegistry& apps
     return InvalidArgument("spec.app: unknown app '" + *app + "' (known: " + known + ")");
   }
   spec.app = *app;
+  App::Redundancy redundancy = apps.Find(*app)->DefaultRedundancy();
   auto name = f.String("name", 128, "");
   auto tasks = f.Integer("tasks", 0, kMaxTasksPerJob, 0);
   auto seed = f.Unsigned("seed", 1);
   auto priority = f.Integer("priority", -100, 100, 0);
   auto attempts = f.Integer("max_attempts", 1, 20, 3);
   auto timeout = f.Integer("task_timeout_s", 1, 7 * 24 * 3600, 3600);
+  auto replication = f.Integer("replication", 1, kMaxReplicas, redundancy.replication);
   for (const Status* st : {&name.status(), &tasks.status(), &seed.status(), &priority.status(),
-                           &attempts.status(), &timeout.status()}) {
+                           &attempts.status(), &timeout.status(), &replication.status()}) {
     if (!st->ok()) return *st;
   }
+  // A quorum above the replication could never be reached; the default
+  // quorum follows a replication given without one.
+  int64_t default_quorum =
+      j.contains("replication") ? *replication / 2 + 1 : std::min<int64_t>(*replication,
+                                                                            redundancy.quorum);
+  auto quorum = f.Integer("quorum", 1, *replication, default_quorum);
+  if (!quorum.ok()) return quorum.status();
+  // Room for several tie-breakers: with one agent in five lying, 2/2 then
+  // fails a task about once in 10,000 before the liars are on probation.
+  int64_t default_max = std::min<int64_t>(kMaxReplicas, *replication > 1 ? 4 * *replication : 1);
+  auto max_replicas = f.Integer("max_replicas", *replication, kMaxReplicas, default_max);
+  if (!max_replicas.ok()) return max_replicas.status();
+  spec.replication = static_cast<uint32_t>(*replication);
+  spec.quorum = static_cast<uint32_t>(*quorum);
+  spec.max_replicas = static_cast<uint32_t>(*max_replicas);
   spec.name = *name;
   spec.tasks = static_cast<uint32_t>(*tasks);
   spec.seed = *seed;

@@ -2,7 +2,12 @@
 //
 //   {"app": "montecarlo", "name": "call", "tasks": 100, "seed": 7,
 //    "priority": 0, "max_attempts": 3, "task_timeout_s": 3600,
+//    "replication": 2, "quorum": 2, "max_replicas": 4,
 //    "params": {...app-specific...}}
+//
+// Redundancy defaults to the app's (App::DefaultRedundancy). A replication
+// given without a quorum gets a majority (2 of 2, 2 of 3, 3 of 4, ...);
+// max_replicas defaults to 4 × replication, at most 10 (1 when replication is 1).
 //
 // Validation is complete before anything is stored: unknown fields, wrong
 // types, out-of-range values, an unknown app and the app's own parameter
@@ -20,6 +25,7 @@ namespace claw {
 
 inline constexpr size_t kMaxSpecBytes = 1 << 20;
 inline constexpr uint32_t kMaxTasksPerJob = 1'000'000;
+inline constexpr uint32_t kMaxReplicas = 10;
 
 struct PlannedJob {
   JobSpec spec;

@@ -5,15 +5,29 @@
 
 namespace claw {
 
+struct Scheduler::ReplicaResult {
+  Agent* agent = nullptr;
+  std::string output;
+  uint64_t runtime_us = 0;
+};
+
 struct Scheduler::Task {
   std::string params;
-  std::string output;
+  std::string output;  // canonical, once done
   double cost_flop = 0;
   TaskState state = TaskState::kPending;
   uint32_t attempts = 0;
-  uint64_t runtime_us = 0;
+  uint64_t runtime_us = 0;             // summed over the replicas, once done
   std::string last_error;
+  uint32_t target = 1;                 // results to gather
+  uint32_t queued = 0;                 // entries in the job's pending queue
+  std::vector<LeaseId> leases;         // active replicas
+  std::vector<ReplicaResult> results;  // answers not yet settled by a vote
 };
+
+namespace {
+bool Settled(TaskState s) { return s == TaskState::kDone || s == TaskState::kFailed; }
+}  // namespace
 
 struct Scheduler::Job {
   JobRecord record;
@@ -43,6 +57,7 @@ struct Scheduler::Agent {
   double flops = 0;
   Time disconnected_at;
   std::unordered_set<LeaseId> leases;
+  Reputation reputation;
 };
 
 bool Scheduler::ById::operator()(const Agent* a, const Agent* b) const { return a->id < b->id; }
@@ -71,6 +86,7 @@ Scheduler::Job* Scheduler::FindJob(const JobId& id) const {
 
 Status Scheduler::Restore(RecoveredState state, Time now) {
   next_lease_id_ = std::max<LeaseId>(state.next_lease_id, 1);
+  for (auto& [id, rep] : state.reputations) AgentFor(id).reputation = rep;
   std::sort(state.jobs.begin(), state.jobs.end(),
             [](const JobRecord& a, const JobRecord& b) { return a.created < b.created; });
   for (auto& rec : state.jobs) {
@@ -104,6 +120,7 @@ Status Scheduler::Restore(RecoveredState state, Time now) {
     task.attempts = t.attempts;
     task.output = std::move(t.output);
     task.runtime_us = t.runtime_us;
+    task.target = std::max<uint32_t>(t.target, 1);
     if (task.state == TaskState::kDone) {
       job->done++;
       job->record.task_runtime_us += task.runtime_us;
@@ -116,16 +133,27 @@ Status Scheduler::Restore(RecoveredState state, Time now) {
       continue;  // a lease of an ended job: nothing to re-issue
     }
     Task& task = job->tasks[l.index];
-    if (task.state != TaskState::kPending) continue;
+    if (Settled(task.state)) continue;
+    Agent& agent = AgentFor(l.agent);
+    if (Involves(task, agent)) continue;  // one replica per agent
     task.state = TaskState::kLeased;
+    task.leases.push_back(l.id);
     job->leased++;
     job->leases.insert(l.id);
-    Agent& agent = AgentFor(l.agent);
     agent.disconnected_at = now;
     agent.leases.insert(l.id);
     leases_[l.id] = Lease{job, l.index, &agent, l.deadline};
     deadlines_.emplace(l.deadline, l.id);
     next_lease_id_ = std::max(next_lease_id_, l.id + 1);
+  }
+  for (auto& r : state.replicas) {
+    Job* job = FindJob(r.job);
+    if (!job || r.index >= job->tasks.size() || Settled(job->tasks[r.index].state)) continue;
+    Task& task = job->tasks[r.index];
+    Agent& agent = AgentFor(r.agent);
+    if (Involves(task, agent)) continue;
+    task.results.push_back(ReplicaResult{&agent, std::move(r.output), r.runtime_us});
+    job->record.task_runtime_us += r.runtime_us;
   }
   for (auto& [id, agent] : agents_) {
     if (!agent->leases.empty()) orphans_.emplace(agent->disconnected_at, agent.get());
@@ -133,9 +161,13 @@ Status Scheduler::Restore(RecoveredState state, Time now) {
   for (Job* job : job_order_) {
     if (job->record.state != JobState::kRunning) continue;
     for (uint32_t i = 0; i < job->tasks.size(); ++i) {
-      if (job->tasks[i].state == TaskState::kPending) {
-        job->pending.push_back(i);
-        pending_total_++;
+      Task& task = job->tasks[i];
+      if (Settled(task.state)) continue;
+      size_t have = task.leases.size() + task.results.size();
+      if (have < task.target) {
+        task.queued = static_cast<uint32_t>(task.target - have);
+        for (uint32_t k = 0; k < task.queued; ++k) job->pending.push_back(i);
+        pending_total_ += task.queued;
       }
     }
     MarkRunnable(*job);
@@ -167,9 +199,14 @@ Status Scheduler::AddJob(const JobId& id, const std::string& owner, PlannedJob p
   for (uint32_t i = 0; i < planned.tasks.size(); ++i) {
     TaskSpec& ts = planned.tasks[i];
     persisted.tasks.push_back(TaskRecord{id, i, ts.params, ts.cost_flop});
-    job->tasks[i].params = std::move(ts.params);
-    job->tasks[i].cost_flop = ts.cost_flop;
-    job->pending.push_back(i);
+    persisted.tasks.back().target = job->spec.replication;
+    Task& task = job->tasks[i];
+    task.params = std::move(ts.params);
+    task.cost_flop = ts.cost_flop;
+    task.target = job->spec.replication;
+    task.queued = task.target;
+    // Replicas next to each other: they run at the same time and settle soon.
+    for (uint32_t k = 0; k < task.target; ++k) job->pending.push_back(i);
   }
   pending_total_ += job->pending.size();
   batch_.new_jobs.push_back(std::move(persisted));
@@ -200,17 +237,30 @@ void Scheduler::MarkRunnable(Job& job) {
   job.runnable = should;
 }
 
-void Scheduler::Requeue(Job& job, uint32_t index) {
-  job.tasks[index].state = TaskState::kPending;
-  job.pending.push_front(index);  // re-issued work goes first: it holds the job's tail
-  pending_total_++;
+void Scheduler::Requeue(Job& job, uint32_t index, uint32_t n) {
+  Task& task = job.tasks[index];
+  if (task.leases.empty()) task.state = TaskState::kPending;
+  for (uint32_t k = 0; k < n; ++k) job.pending.push_front(index);  // they hold the job's tail
+  task.queued += n;
+  pending_total_ += n;
   MarkRunnable(job);
 }
 
 void Scheduler::RecordTask(const Job& job, uint32_t index) {
   const Task& t = job.tasks[index];
   batch_.task_updates.push_back(
-      TaskUpdate{job.record.id, index, t.state, t.attempts, t.output, t.runtime_us});
+      TaskUpdate{job.record.id, index, t.state, t.attempts, t.output, t.runtime_us, t.target});
+}
+
+bool Scheduler::Involves(const Task& task, const Agent& agent) const {
+  for (LeaseId l : task.leases) {
+    auto it = leases_.find(l);
+    if (it != leases_.end() && it->second.agent == &agent) return true;
+  }
+  for (const auto& r : task.results) {
+    if (r.agent == &agent) return true;
+  }
+  return false;
 }
 
 void Scheduler::StopAllLeases(Job& job) {
@@ -308,6 +358,7 @@ LeaseId Scheduler::Grant(Job& job, uint32_t index, Agent& agent, Time now, Assig
   length = std::min(length, job.spec.task_timeout);
   Time deadline = now + length;
   task.state = TaskState::kLeased;
+  task.leases.push_back(id);
   job.leased++;
   job.leases.insert(id);
   agent.leases.insert(id);
@@ -330,6 +381,7 @@ Scheduler::Lease Scheduler::EndLease(LeaseId id) {
   deadlines_.erase({l.deadline, id});
   l.job->leases.erase(id);
   l.job->leased--;
+  if (l.index < l.job->tasks.size()) std::erase(l.job->tasks[l.index].leases, id);
   l.agent->leases.erase(id);
   if (l.agent->leases.empty()) orphans_.erase({l.agent->disconnected_at, l.agent});
   batch_.leases_ended.push_back(id);
@@ -341,6 +393,7 @@ std::vector<AgentAssignments> Scheduler::Dispatch(Time now) {
   std::vector<AgentAssignments> out;
   if (wanting_.empty() || runnable_.empty()) return out;
   std::unordered_map<Agent*, size_t> slot_of;
+  std::vector<Agent*> blocked;
   // Round-robin in small chunks so that one agent's large demand does not
   // starve the others when work is scarce.
   constexpr uint32_t kChunk = 32;
@@ -352,23 +405,58 @@ std::vector<AgentAssignments> Scheduler::Dispatch(Time now) {
       if (fresh) out.push_back(AgentAssignments{agent->id, {}});
       auto& list = out[it->second].assignments;
       uint32_t take = std::min(agent->demand, kChunk);
-      for (uint32_t k = 0; k < take && !runnable_.empty(); ++k) {
-        Job& job = *runnable_.begin()->job;
-        uint32_t index = job.pending.front();
-        job.pending.pop_front();
-        pending_total_--;
-        list.emplace_back();
-        Grant(job, index, *agent, now, &list.back());
-        agent->demand--;
-        MarkRunnable(job);
-        notices_.jobs_changed.insert(job.record.id);
+      uint32_t granted = 0;
+      std::vector<Job*> jobs;
+      for (const RunKey& k : runnable_) jobs.push_back(k.job);
+      for (Job* job : jobs) {
+        granted += TakeFrom(*job, *agent, take - granted, now, &list);
+        if (granted == take) break;
       }
-      if (agent->demand == 0) wanting_.erase(agent);
+      agent->demand -= granted;
+      // Nothing here it may run (it holds or has answered every pending
+      // replica): it waits for new work, keeping its demand.
+      if (agent->demand == 0 || granted == 0) wanting_.erase(agent);
+      if (granted == 0) blocked.push_back(agent);
     }
+  }
+  for (Agent* agent : blocked) {
+    if (agent->demand > 0 && agent->connected) wanting_.insert(agent);
   }
   if (!out.empty()) batch_.next_lease_id = next_lease_id_;
   std::erase_if(out, [](const AgentAssignments& a) { return a.assignments.empty(); });
   return out;
+}
+
+uint32_t Scheduler::TakeFrom(Job& job, Agent& agent, uint32_t n, Time now,
+                             std::vector<Assignment>* out) {
+  // Bounded, so that an agent that has seen most of a long queue does not
+  // make every dispatch walk all of it.
+  constexpr size_t kMaxSkips = 256;
+  std::vector<uint32_t> aside;
+  uint32_t granted = 0;
+  while (granted < n && !job.pending.empty() && aside.size() < kMaxSkips) {
+    uint32_t index = job.pending.front();
+    job.pending.pop_front();
+    Task& task = job.tasks[index];
+    if (Settled(task.state)) {  // a replica no longer needed
+      task.queued--;
+      pending_total_--;
+      continue;
+    }
+    if (Involves(task, agent)) {
+      aside.push_back(index);
+      continue;
+    }
+    task.queued--;
+    pending_total_--;
+    out->emplace_back();
+    Grant(job, index, agent, now, &out->back());
+    granted++;
+  }
+  for (auto it = aside.rbegin(); it != aside.rend(); ++it) job.pending.push_front(*it);
+  if (granted > 0) notices_.jobs_changed.insert(job.record.id);
+  MarkRunnable(job);
+  return granted;
 }
 
 // ---- results and failures ---------------------------------------------------------
@@ -388,21 +476,115 @@ std::vector<ResultOutcome> Scheduler::AcceptResults(const AgentId& agent_id,
       continue;
     }
     Lease l = EndLease(r.lease);
-    CompleteTask(*l.job, l.index, r);
-    if (l.job->done == l.job->tasks.size()) MergeJob(*l.job, now);
+    AddResult(*l.job, l.index, *l.agent, r, now);
     outcomes.push_back(ResultOutcome::kAccepted);
   }
   return outcomes;
 }
 
-void Scheduler::CompleteTask(Job& job, uint32_t index, ResultIn& result) {
+void Scheduler::AddResult(Job& job, uint32_t index, Agent& agent, ResultIn& result, Time now) {
   Task& task = job.tasks[index];
-  task.state = TaskState::kDone;
-  task.output = std::move(result.output);
-  task.runtime_us = result.runtime_us;
   job.record.task_runtime_us += result.runtime_us;
+  if (job.spec.quorum > 1) {  // kept until the vote
+    batch_.replicas_added.push_back(
+        ReplicaRecord{job.record.id, index, agent.id, result.output, result.runtime_us});
+  }
+  task.results.push_back(
+      ReplicaResult{&agent, std::move(result.output), result.runtime_us});
+  Vote(job, index, now);
+}
+
+void Scheduler::Vote(Job& job, uint32_t index, Time now) {
+  Task& task = job.tasks[index];
+  const uint32_t quorum = job.spec.quorum;
+  size_t best = 0, best_count = 0;
+  if (task.results.size() >= quorum) {
+    for (size_t i = 0; i < task.results.size(); ++i) {
+      size_t count = 1;
+      for (size_t j = 0; j < task.results.size(); ++j) {
+        if (j != i && job.app->Equivalent(task.results[i].output, task.results[j].output)) {
+          count++;
+        }
+      }
+      if (count > best_count) best = i, best_count = count;
+      if (best_count >= quorum) break;
+    }
+    if (best_count >= quorum) {
+      Settle(job, index, best, now);
+      return;
+    }
+  }
+  if (!task.leases.empty() || task.queued > 0) return;  // more answers coming
+  if (task.results.size() < task.target) {
+    Requeue(job, index, static_cast<uint32_t>(task.target - task.results.size()));
+    return;
+  }
+  size_t counted = 0;  // answers from agents not on probation
+  for (const auto& r : task.results) {
+    counted += r.agent->reputation.error_rate < options_.probation_error_rate;
+  }
+  if (counted < job.spec.max_replicas && task.results.size() < 2 * job.spec.max_replicas) {
+    task.target++;  // a tie-breaker
+    Requeue(job, index);
+    RecordTask(job, index);
+    return;
+  }
+  for (const auto& r : task.results) {
+    batch_.verdicts.push_back(VerdictUpdate{job.record.id, index, r.agent->id, Verdict::kInvalid});
+  }
+  task.state = TaskState::kFailed;
+  job.failed++;
+  RecordTask(job, index);
+  FinishJob(job, JobState::kFailed, "",
+            "task " + std::to_string(index) + ": no quorum among " +
+                std::to_string(task.results.size()) + " results (at most " +
+                std::to_string(std::max<size_t>(best_count, 1)) + " agree, " +
+                std::to_string(quorum) + " needed)",
+            now);
+}
+
+void Scheduler::Settle(Job& job, uint32_t index, size_t canonical, Time now) {
+  Task& task = job.tasks[index];
+  const ReplicaResult& winner = task.results[canonical];
+  if (job.spec.quorum > 1) {
+    for (size_t i = 0; i < task.results.size(); ++i) {
+      const ReplicaResult& r = task.results[i];
+      bool valid = i == canonical || job.app->Equivalent(r.output, winner.output);
+      batch_.verdicts.push_back(VerdictUpdate{job.record.id, index, r.agent->id,
+                                              valid ? Verdict::kValid : Verdict::kInvalid});
+      Judge(r.agent->id, valid);
+    }
+  }
+  // Replicas still running are not needed any more.
+  for (LeaseId id : std::vector<LeaseId>(task.leases)) {
+    Lease l = EndLease(id);
+    if (l.agent->connected) notices_.cancels[l.agent->id].push_back(id);
+  }
+  task.state = TaskState::kDone;
+  task.output = std::move(task.results[canonical].output);
+  task.runtime_us = 0;  // the compute every replica spent on it
+  for (const auto& r : task.results) task.runtime_us += r.runtime_us;
+  std::vector<ReplicaResult>().swap(task.results);
   job.done++;
   RecordTask(job, index);
+  if (job.done == job.tasks.size()) MergeJob(job, now);
+}
+
+void Scheduler::Judge(const AgentId& id, bool valid) {
+  Reputation& rep = AgentFor(id).reputation;
+  if (valid) {
+    rep.valid++;
+    rep.error_rate *= options_.error_decay;
+  } else {
+    rep.invalid++;
+    rep.error_rate = std::min(1.0, rep.error_rate + options_.error_step);
+  }
+  batch_.reputations[id] = rep;
+}
+
+Reputation Scheduler::ReputationOf(const AgentId& id) const {
+  auto it = agents_.find(id);
+  return it == agents_.end() ? Reputation{} : it->second->reputation;
 }
 
 // Merges in task order, so the result does not depend on the order in which

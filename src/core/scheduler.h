@@ -7,14 +7,22 @@
 //   * Notices (TakeNotices): lease cancellations to send and jobs whose
 //     progress changed.
 //
-// Task life:  pending --lease--> leased --result--> done
-//                ^                  |  \--failure/expiry (attempts < max)--> pending
-//                |                  \--agent lost, returned--> pending (no attempt counted)
-//                '-- attempts exhausted: task failed, job failed
+// Task life (each task wants `target` replicas, each on a different agent):
 //
-// A result counts only if it arrives on the task's active lease from the
-// agent holding it; anything else is reported as stale and changes nothing,
-// so duplicate reports after a reconnect are harmless.
+//   pending --lease--> leased --result--> vote: `quorum` equivalent results?
+//      ^                 |                  yes: done (canonical result; the
+//      |                 |                       other leases are cancelled)
+//      |                 |                  no, all in: one more replica, up to
+//      |                 |                       max_replicas, then failed
+//      |                 \--failure/expiry (attempts < max)--> pending
+//      |                 \--agent lost, returned--> pending (no attempt counted)
+//      '-- attempts exhausted: task failed, job failed
+//
+// A result counts only if it arrives on an active lease from the agent
+// holding it; anything else is reported as stale and changes nothing, so
+// duplicate reports after a reconnect are harmless. Votes move agents'
+// reputations: each result that agrees with the canonical one is valid, each
+// that does not is invalid.
 //
 // Not thread-safe: one owner (the coordinator, under its mutex) drives it.
 #pragma once
@@ -49,6 +57,15 @@ struct SchedulerOptions {
   double default_flops = 1e9;
   // Most outstanding slots one agent may ask for.
   uint32_t max_demand = 4096;
+  // Reputation: the error rate is multiplied by this for each valid result
+  // and raised by `error_step` (up to 1) for each invalid one.
+  double error_decay = 0.95;
+  double error_step = 0.1;
+  // An agent at or above this error rate is on probation: it still gets
+  // work (and can earn its way back), but its answers do not use up a task's
+  // max_replicas, so known liars cannot make honest work fail. A task stops
+  // at twice max_replicas answers in all.
+  double probation_error_rate = 0.3;
 };
 
 // ---- effects -------------------------------------------------------------
@@ -60,6 +77,14 @@ struct TaskUpdate {
   uint32_t attempts = 0;
   std::string output;
   uint64_t runtime_us = 0;
+  uint32_t target = 1;
+};
+
+struct VerdictUpdate {
+  JobId job;
+  uint32_t index = 0;
+  AgentId agent;
+  Verdict verdict = Verdict::kPending;
 };
 
 struct JobUpdate {
@@ -83,11 +108,15 @@ struct StoreBatch {
   std::vector<LeaseId> leases_ended;
   std::vector<TaskUpdate> task_updates;
   std::vector<JobUpdate> job_updates;
-  LeaseId next_lease_id = 0;  // 0: unchanged
+  std::vector<ReplicaRecord> replicas_added;  // results waiting for a vote
+  std::vector<VerdictUpdate> verdicts;        // after the vote
+  std::map<AgentId, Reputation> reputations;  // latest value per agent
+  LeaseId next_lease_id = 0;                  // 0: unchanged
 
   bool empty() const {
     return new_jobs.empty() && leases_granted.empty() && leases_ended.empty() &&
-           task_updates.empty() && job_updates.empty() && next_lease_id == 0;
+           task_updates.empty() && job_updates.empty() && replicas_added.empty() &&
+           verdicts.empty() && reputations.empty() && next_lease_id == 0;
   }
 };
 
@@ -101,6 +130,8 @@ struct RecoveredState {
   std::vector<JobRecord> jobs;      // every job
   std::vector<TaskRecord> tasks;    // the tasks of running jobs
   std::vector<LeaseRecord> leases;  // active leases
+  std::vector<ReplicaRecord> replicas;  // pending-verdict results of running jobs
+  std::map<AgentId, Reputation> reputations;
   LeaseId next_lease_id = 1;
 };
 
@@ -180,6 +211,8 @@ class Scheduler {
   std::optional<Time> NextWakeup() const;
 
   std::optional<JobView> GetJob(const JobId& id) const;
+  // What votes have said about the agent (a fresh record if nothing yet).
+  Reputation ReputationOf(const AgentId& agent) const;
   // Most recent first.
   std::vector<JobView> ListJobs(size_t limit) const;
 
@@ -193,6 +226,7 @@ class Scheduler {
 
  private:
   struct Task;
+  struct ReplicaResult;
   struct Job;
   struct Lease;
   struct Agent;
@@ -210,9 +244,18 @@ class Scheduler {
   LeaseId Grant(Job& job, uint32_t index, Agent& agent, Time now, Assignment* out);
   // Ends a lease: forgets it and persists its removal. Returns the lease.
   Lease EndLease(LeaseId id);
-  void Requeue(Job& job, uint32_t index);
+  // Queues `n` more replicas of the task (at the front: they hold the tail).
+  void Requeue(Job& job, uint32_t index, uint32_t n = 1);
   void MarkRunnable(Job& job);
-  void CompleteTask(Job& job, uint32_t index, ResultIn& result);
+  // Grants up to `n` of the job's pending replicas to `agent`, skipping tasks
+  // the agent already runs or has answered. Returns how many it granted.
+  uint32_t TakeFrom(Job& job, Agent& agent, uint32_t n, Time now, std::vector<Assignment>* out);
+  bool Involves(const Task& task, const Agent& agent) const;
+  void AddResult(Job& job, uint32_t index, Agent& agent, ResultIn& result, Time now);
+  // Settles the task if `quorum` results agree; otherwise asks for more or fails it.
+  void Vote(Job& job, uint32_t index, Time now);
+  void Settle(Job& job, uint32_t index, size_t canonical, Time now);
+  void Judge(const AgentId& agent, bool valid);
   void MergeJob(Job& job, Time now);
   void FailTask(Job& job, uint32_t index, const std::string& reason, Time now);
   void FinishJob(Job& job, JobState state, std::string result_json, std::string error, Time now);

@@ -26,7 +26,10 @@ nlohmann::json JobSpec::ToJson() const {
                       {"seed", seed},
                       {"priority", priority},
                       {"max_attempts", max_attempts},
-                      {"task_timeout_s", task_timeout.count() / 1'000'000}};
+                      {"task_timeout_s", task_timeout.count() / 1'000'000},
+                      {"replication", replication},
+                      {"quorum", quorum},
+                      {"max_replicas", max_replicas}};
   if (!name.empty()) j["name"] = name;
   return j;
 }

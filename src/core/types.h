@@ -36,6 +36,12 @@ struct JobSpec {
   int32_t priority = 0;       // higher runs first, within one user
   uint32_t max_attempts = 3;  // failures + expired leases before the task (and job) fails
   Duration task_timeout = std::chrono::hours(1);  // a lease never outlives this
+  // Redundancy: each task runs on `replication` different agents and is
+  // settled when `quorum` of the results agree (App::Equivalent). On
+  // disagreement more replicas are issued, up to `max_replicas` results.
+  uint32_t replication = 1;
+  uint32_t quorum = 1;
+  uint32_t max_replicas = 1;
 
   nlohmann::json ToJson() const;
 };
@@ -70,8 +76,28 @@ struct TaskRecord {
   double cost_flop = 0;
   TaskState state = TaskState::kPending;
   uint32_t attempts = 0;
-  std::string output;  // set when done
+  std::string output;  // the canonical output, set when done
   uint64_t runtime_us = 0;
+  uint32_t target = 1;  // results to gather (replication, raised on disagreement)
+};
+
+// One replica's result, kept until its task is settled by a vote.
+enum class Verdict : uint8_t { kPending = 0, kValid = 1, kInvalid = 2 };
+struct ReplicaRecord {
+  JobId job;
+  uint32_t index = 0;
+  AgentId agent;
+  std::string output;
+  uint64_t runtime_us = 0;
+  Verdict verdict = Verdict::kPending;
+};
+
+// What votes have said about an agent's results (BOINC-style error rate:
+// it falls with every valid result and jumps with every invalid one).
+struct Reputation {
+  uint64_t valid = 0;
+  uint64_t invalid = 0;
+  double error_rate = 0.1;
 };
 
 struct LeaseRecord {
@@ -87,6 +113,7 @@ struct AgentRecord {
   std::string public_key;
   std::string device_json;
   Time enrolled;
+  Reputation reputation;
 };
 
 }  // namespace claw

@@ -1,5 +1,6 @@
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include "store/store.h"
 
@@ -25,7 +26,14 @@ class MemoryStore final : public Store {
       t.attempts = u.attempts;
       t.output = u.output;
       t.runtime_us = u.runtime_us;
+      t.target = u.target;
     }
+    for (const auto& r : b.replicas_added) replicas_[{r.job, r.index, r.agent}] = r;
+    for (const auto& v : b.verdicts) {
+      auto it = replicas_.find({v.job, v.index, v.agent});
+      if (it != replicas_.end()) it->second.verdict = v.verdict;
+    }
+    for (const auto& [id, rep] : b.reputations) reputations_[id] = rep;
     for (const auto& u : b.job_updates) {
       auto& j = jobs_[u.id];
       j.state = u.state;
@@ -46,6 +54,12 @@ class MemoryStore final : public Store {
       if (jobs_.at(t.job).state == JobState::kRunning) s.tasks.push_back(t);
     }
     for (const auto& [id, l] : leases_) s.leases.push_back(l);
+    for (const auto& [key, r] : replicas_) {
+      if (r.verdict == Verdict::kPending && jobs_.at(r.job).state == JobState::kRunning) {
+        s.replicas.push_back(r);
+      }
+    }
+    s.reputations.insert(reputations_.begin(), reputations_.end());
     s.next_lease_id = next_lease_id_;
     return s;
   }
@@ -72,7 +86,9 @@ class MemoryStore final : public Store {
     std::lock_guard lock(mu_);
     auto it = agents_.find(id);
     if (it == agents_.end()) return NotFound("no agent " + id);
-    return it->second;
+    AgentRecord a = it->second;
+    if (auto r = reputations_.find(id); r != reputations_.end()) a.reputation = r->second;
+    return a;
   }
 
  private:
@@ -86,6 +102,8 @@ class MemoryStore final : public Store {
   std::map<LeaseId, LeaseRecord> leases_;
   std::map<std::string, Token> tokens_;
   std::map<AgentId, AgentRecord> agents_;
+  std::map<std::tuple<JobId, uint32_t, AgentId>, ReplicaRecord> replicas_;
+  std::map<AgentId, Reputation> reputations_;
   LeaseId next_lease_id_ = 1;
 };
 

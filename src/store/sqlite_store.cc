@@ -22,6 +22,13 @@ constexpr int kSchemaVersion = 2;
 // Upgrades from each older schema version to the next; index i upgrades from i+1.
 constexpr const char* kMigrations[] = {
     "ALTER TABLE jobs ADD COLUMN task_runtime_us INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE tasks ADD COLUMN target INTEGER NOT NULL DEFAULT 1;"
+    "ALTER TABLE agents ADD COLUMN valid INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE agents ADD COLUMN invalid INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE agents ADD COLUMN error_rate REAL NOT NULL DEFAULT 0.1;"
+    "CREATE TABLE IF NOT EXISTS replicas (job TEXT NOT NULL, idx INTEGER NOT NULL,"
+    "  agent TEXT NOT NULL, output BLOB NOT NULL, runtime_us INTEGER NOT NULL,"
+    "  verdict INTEGER NOT NULL, PRIMARY KEY (job, idx, agent)) WITHOUT ROWID;"
     "UPDATE meta SET value = '2' WHERE key = 'schema_version';",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion - 1);
@@ -35,12 +42,19 @@ CREATE TABLE IF NOT EXISTS jobs (
 CREATE TABLE IF NOT EXISTS tasks (
   job TEXT NOT NULL, idx INTEGER NOT NULL, params BLOB NOT NULL, cost REAL NOT NULL,
   state INTEGER NOT NULL, attempts INTEGER NOT NULL, output BLOB NOT NULL,
-  runtime_us INTEGER NOT NULL, PRIMARY KEY (job, idx)) WITHOUT ROWID;
+  runtime_us INTEGER NOT NULL, target INTEGER NOT NULL DEFAULT 1,
+  PRIMARY KEY (job, idx)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS replicas (
+  job TEXT NOT NULL, idx INTEGER NOT NULL, agent TEXT NOT NULL, output BLOB NOT NULL,
+  runtime_us INTEGER NOT NULL, verdict INTEGER NOT NULL,
+  PRIMARY KEY (job, idx, agent)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS leases (
   id INTEGER PRIMARY KEY, job TEXT NOT NULL, idx INTEGER NOT NULL, agent TEXT NOT NULL,
   deadline_us INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS agents (
-  id TEXT PRIMARY KEY, public_key BLOB NOT NULL, device TEXT NOT NULL, enrolled_us INTEGER NOT NULL);
+  id TEXT PRIMARY KEY, public_key BLOB NOT NULL, device TEXT NOT NULL, enrolled_us INTEGER NOT NULL,
+  valid INTEGER NOT NULL DEFAULT 0, invalid INTEGER NOT NULL DEFAULT 0,
+  error_rate REAL NOT NULL DEFAULT 0.1);
 CREATE TABLE IF NOT EXISTS enroll_tokens (
   hash TEXT PRIMARY KEY, expires_us INTEGER NOT NULL, used_by TEXT NOT NULL DEFAULT '');
 INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '2');
@@ -130,15 +144,26 @@ class SqliteStore final : public Store {
          "INSERT INTO jobs (id, owner, spec, state, created_us, finished_us, n_tasks, result, "
          "error) VALUES (:id, :owner, :spec, :state, :created, 0, :n, '', '')"},
         {&insert_task_,
-         "INSERT INTO tasks (job, idx, params, cost, state, attempts, output, runtime_us) "
-         "VALUES (:job, :idx, :params, :cost, 0, 0, x'', 0)"},
+         "INSERT INTO tasks (job, idx, params, cost, state, attempts, output, runtime_us, target) "
+         "VALUES (:job, :idx, :params, :cost, 0, 0, x'', 0, :target)"},
         {&insert_lease_,
          "INSERT INTO leases (id, job, idx, agent, deadline_us) "
          "VALUES (:id, :job, :idx, :agent, :deadline)"},
         {&delete_lease_, "DELETE FROM leases WHERE id = :id"},
         {&update_task_,
          "UPDATE tasks SET state = :state, attempts = :attempts, output = :output, "
-         "runtime_us = :runtime WHERE job = :job AND idx = :idx"},
+         "runtime_us = :runtime, target = :target WHERE job = :job AND idx = :idx"},
+        {&insert_replica_,
+         "INSERT OR REPLACE INTO replicas (job, idx, agent, output, runtime_us, verdict) "
+         "VALUES (:job, :idx, :agent, :output, :runtime, 0)"},
+        {&update_verdict_,
+         "UPDATE replicas SET verdict = :verdict WHERE job = :job AND idx = :idx AND agent = :agent"},
+        {&update_reputation_,
+         "UPDATE agents SET valid = :valid, invalid = :invalid, error_rate = :rate WHERE id = :id"},
+        {&select_replicas_,
+         "SELECT r.job, r.idx, r.agent, r.output, r.runtime_us FROM replicas r "
+         "JOIN jobs j ON j.id = r.job WHERE j.state = 0 AND r.verdict = 0"},
+        {&select_reputations_, "SELECT id, valid, invalid, error_rate FROM agents"},
         {&update_job_,
          "UPDATE jobs SET state = :state, finished_us = :finished, result = :result, "
          "error = :error, task_runtime_us = :runtime WHERE id = :id"},
@@ -150,8 +175,8 @@ class SqliteStore final : public Store {
          "SELECT id, owner, spec, state, created_us, finished_us, n_tasks, result, error, "
          "task_runtime_us FROM jobs"},
         {&select_tasks_,
-         "SELECT t.job, t.idx, t.params, t.cost, t.state, t.attempts, t.output, t.runtime_us "
-         "FROM tasks t JOIN jobs j ON j.id = t.job WHERE j.state = 0"},
+         "SELECT t.job, t.idx, t.params, t.cost, t.state, t.attempts, t.output, t.runtime_us, "
+         "t.target FROM tasks t JOIN jobs j ON j.id = t.job WHERE j.state = 0"},
         {&select_leases_, "SELECT id, job, idx, agent, deadline_us FROM leases"},
         {&select_next_lease_, "SELECT value FROM meta WHERE key = 'next_lease_id'"},
         {&insert_token_,
@@ -163,7 +188,9 @@ class SqliteStore final : public Store {
         {&insert_agent_,
          "INSERT INTO agents (id, public_key, device, enrolled_us) "
          "VALUES (:id, :key, :device, :enrolled)"},
-        {&select_agent_, "SELECT id, public_key, device, enrolled_us FROM agents WHERE id = :id"},
+        {&select_agent_,
+         "SELECT id, public_key, device, enrolled_us, valid, invalid, error_rate FROM agents "
+         "WHERE id = :id"},
     };
     for (auto [stmt, sql] : all) {
       std::string err = add(*stmt, sql);
@@ -210,9 +237,26 @@ class SqliteStore final : public Store {
       t.attempts = static_cast<uint32_t>(select_tasks_.Int(5));
       t.output = select_tasks_.Text(6);
       t.runtime_us = static_cast<uint64_t>(select_tasks_.Int(7));
+      t.target = static_cast<uint32_t>(select_tasks_.Int(8));
       s.tasks.push_back(std::move(t));
     }
     select_tasks_.Reset();
+    while (select_replicas_.Row()) {
+      ReplicaRecord r;
+      r.job = select_replicas_.Text(0);
+      r.index = static_cast<uint32_t>(select_replicas_.Int(1));
+      r.agent = select_replicas_.Text(2);
+      r.output = select_replicas_.Text(3);
+      r.runtime_us = static_cast<uint64_t>(select_replicas_.Int(4));
+      s.replicas.push_back(std::move(r));
+    }
+    select_replicas_.Reset();
+    while (select_reputations_.Row()) {
+      s.reputations[select_reputations_.Text(0)] =
+          Reputation{static_cast<uint64_t>(select_reputations_.Int(1)),
+                     static_cast<uint64_t>(select_reputations_.Int(2)), select_reputations_.Real(3)};
+    }
+    select_reputations_.Reset();
     while (select_leases_.Row()) {
       LeaseRecord l;
       l.id = static_cast<LeaseId>(select_leases_.Int(0));
@@ -268,7 +312,9 @@ class SqliteStore final : public Store {
       return NotFound("no agent " + id);
     }
     AgentRecord a{select_agent_.Text(0), select_agent_.Text(1), select_agent_.Text(2),
-                  Time{select_agent_.Int(3)}};
+                  Time{select_agent_.Int(3)},
+                  Reputation{static_cast<uint64_t>(select_agent_.Int(4)),
+                             static_cast<uint64_t>(select_agent_.Int(5)), select_agent_.Real(6)}};
     select_agent_.Reset();
     return a;
   }
@@ -289,6 +335,7 @@ class SqliteStore final : public Store {
                                  .Bind(":idx", int64_t{t.index})
                                  .BindBlob(":params", t.params)
                                  .Bind(":cost", t.cost_flop)
+                                 .Bind(":target", int64_t{t.target})
                                  .Exec());
       }
     }
@@ -308,6 +355,7 @@ class SqliteStore final : public Store {
                                .Bind(":attempts", int64_t{u.attempts})
                                .BindBlob(":output", u.output)
                                .Bind(":runtime", static_cast<int64_t>(u.runtime_us))
+                               .Bind(":target", int64_t{u.target})
                                .Bind(":job", u.job)
                                .Bind(":idx", int64_t{u.index})
                                .Exec());
@@ -319,6 +367,28 @@ class SqliteStore final : public Store {
                                .Bind(":error", u.error)
                                .Bind(":runtime", static_cast<int64_t>(u.task_runtime_us))
                                .Bind(":id", u.id)
+                               .Exec());
+    }
+    for (const auto& r : b.replicas_added) {
+      CLAW_RETURN_IF_ERROR(insert_replica_.Bind(":job", r.job)
+                               .Bind(":idx", int64_t{r.index})
+                               .Bind(":agent", r.agent)
+                               .BindBlob(":output", r.output)
+                               .Bind(":runtime", static_cast<int64_t>(r.runtime_us))
+                               .Exec());
+    }
+    for (const auto& v : b.verdicts) {
+      CLAW_RETURN_IF_ERROR(update_verdict_.Bind(":verdict", int64_t{static_cast<int>(v.verdict)})
+                               .Bind(":job", v.job)
+                               .Bind(":idx", int64_t{v.index})
+                               .Bind(":agent", v.agent)
+                               .Exec());
+    }
+    for (const auto& [id, rep] : b.reputations) {
+      CLAW_RETURN_IF_ERROR(update_reputation_.Bind(":valid", static_cast<int64_t>(rep.valid))
+                               .Bind(":invalid", static_cast<int64_t>(rep.invalid))
+                               .Bind(":rate", rep.error_rate)
+                               .Bind(":id", id)
                                .Exec());
     }
     if (b.next_lease_id) {
@@ -333,7 +403,9 @@ class SqliteStore final : public Store {
   int lock_fd_;
   Stmt insert_job_, insert_task_, insert_lease_, delete_lease_, update_task_, update_job_,
       set_next_lease_, begin_, commit_, rollback_, select_jobs_, select_tasks_, select_leases_,
-      select_next_lease_, insert_token_, use_token_, insert_agent_, select_agent_;
+      select_next_lease_, insert_token_, use_token_, insert_agent_, select_agent_,
+      insert_replica_, update_verdict_, update_reputation_, select_replicas_,
+      select_reputations_;
 };
 
 Result<int> LockDatabase(const std::string& path) {

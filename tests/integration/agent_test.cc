@@ -60,7 +60,7 @@ TEST_F(AgentLife, OwnerReturnPausesWorkersThenHandsTasksBack) {
   Client client(target(), seconds(5));
   // ~35 ms tasks, about 4 s of work on one core.
   const char* spec =
-      R"({"app":"montecarlo","tasks":120,"seed":5,"params":{"model":"european_call","paths":150000000}})";
+      R"({"app":"montecarlo","tasks":120,"seed":5,"replication":1,"params":{"model":"european_call","paths":150000000}})";
   auto id = client.Submit(spec);
   ASSERT_TRUE(id.ok()) << id.status().ToString();
   ASSERT_TRUE(WaitFor([&] { return ChildrenOf(shared.pid()).size() == 1; }, seconds(20)));

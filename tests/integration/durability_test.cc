@@ -79,7 +79,7 @@ TEST_F(Durability, AgentKilledMidJobHasItsTasksReissued) {
   Client client(target(), std::chrono::seconds(5));
   // ~10 ms tasks, ~1.5 s of work on 2 cores.
   auto id = client.Submit(
-      R"({"app":"montecarlo","tasks":300,"params":{"model":"asian_call","paths":6000000,"steps":12}})");
+      R"({"app":"montecarlo","tasks":300,"replication":1,"params":{"model":"asian_call","paths":6000000,"steps":12}})");
   ASSERT_TRUE(id.ok()) << id.status().ToString();
   ASSERT_TRUE(WaitFor([&] {
     auto j = client.GetJob(*id);
@@ -98,7 +98,7 @@ TEST_F(Durability, WorkerKilledLosesOnlyItsTaskAndIsRespawned) {
   Process& agent = StartAgent(2);
   Client client(target(), std::chrono::seconds(5));
   auto id = client.Submit(
-      R"({"app":"montecarlo","tasks":200,"max_attempts":3,"params":{"model":"asian_call","paths":4000000,"steps":12}})");
+      R"({"app":"montecarlo","tasks":200,"max_attempts":3,"replication":1,"params":{"model":"asian_call","paths":4000000,"steps":12}})");
   ASSERT_TRUE(id.ok());
   ASSERT_TRUE(WaitFor([&] { return ChildrenOf(agent.pid()).size() == 2; }, seconds(20)));
   ASSERT_TRUE(WaitFor([&] {

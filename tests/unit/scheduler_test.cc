@@ -192,7 +192,15 @@ TEST_F(SchedulerTest, HigherPriorityJobsGoFirst) {
 // Hours of a churning network in virtual time, with the coordinator crashing
 // and recovering from its store now and then: every task completes exactly
 // once and every job's merge sees each output in its place.
-TEST(SchedulerSimulation, EveryTaskCompletesExactlyOnceUnderChurnAndCrashes) {
+// Hours of a network in a fraction of a second: agents join and leave, some
+// tasks hang, the coordinator crashes and restores from its store, and
+// `rogue_every`-th agent (0: none) answers every task wrongly.
+struct SimulationSetup {
+  int replication = 1;
+  int rogue_every = 0;
+};
+
+void SimulateChurn(const SimulationSetup& setup) {
   AppRegistry apps = TestApps();
   FakeClock clock;
   auto store = NewMemoryStore();
@@ -203,8 +211,16 @@ TEST(SchedulerSimulation, EveryTaskCompletesExactlyOnceUnderChurnAndCrashes) {
   std::mt19937_64 rng(12345);
 
   constexpr int kJobs = 20, kTasksPerJob = 250, kAgents = 40;
+  auto rogue = [&](const AgentId& id) {
+    return setup.rogue_every > 0 && std::stoi(id.substr(1)) % setup.rogue_every == 0;
+  };
   for (int j = 0; j < kJobs; ++j) {
-    ASSERT_TRUE(sched->AddJob("j" + std::to_string(j), "u", Plan(apps, kTasksPerJob, 20),
+    auto planned = ParseAndPlanJob(
+        R"({"app":"echo","tasks":250,"max_attempts":20,"replication":)" +
+            std::to_string(setup.replication) + "}",
+        apps);
+    ASSERT_TRUE(planned.ok());
+    ASSERT_TRUE(sched->AddJob("j" + std::to_string(j), "u", std::move(planned).value(),
                               clock.Now())
                     .ok());
   }
@@ -247,7 +263,9 @@ TEST(SchedulerSimulation, EveryTaskCompletesExactlyOnceUnderChurnAndCrashes) {
       std::vector<ResultIn> results;
       std::erase_if(list, [&](const Running& r) {
         if (r.finish > now) return false;
-        results.push_back({r.a.lease, r.a.params, 1000});
+        // A rogue agent's answers are wrong, and differ from other rogues'.
+        std::string output = rogue(agent) ? "forged-" + agent + "-" + r.a.params : r.a.params;
+        results.push_back({r.a.lease, std::move(output), 1000});
         return true;
       });
       if (results.empty()) continue;
@@ -291,21 +309,204 @@ TEST(SchedulerSimulation, EveryTaskCompletesExactlyOnceUnderChurnAndCrashes) {
     EXPECT_EQ(job->record.state, JobState::kDone) << job->record.error;
     done += job->record.state == JobState::kDone;
     EXPECT_EQ(job->record.result_json, R"({"n":250})");
-    // Run time is counted once per task (each accepted report says 1 ms),
-    // across every crash and restore.
-    EXPECT_EQ(job->record.task_runtime_us, uint64_t{kTasksPerJob} * 1000);
+    // Run time is counted once per accepted report (each says 1 ms), across
+    // every crash and restore.
+    if (setup.replication == 1) {
+      EXPECT_EQ(job->record.task_runtime_us, uint64_t{kTasksPerJob} * 1000);
+    } else {
+      EXPECT_GE(job->record.task_runtime_us, uint64_t{kTasksPerJob} * 1000 * setup.replication);
+    }
   }
   EXPECT_EQ(done, kJobs);
   EXPECT_EQ(accepted.size(), static_cast<size_t>(kJobs * kTasksPerJob));
-  for (const auto& [key, n] : accepted) EXPECT_EQ(n, 1) << key.first << "/" << key.second;
+  for (const auto& [key, n] : accepted) {
+    if (setup.replication == 1) {
+      EXPECT_EQ(n, 1) << key.first << "/" << key.second;
+    } else {
+      EXPECT_GE(n, setup.replication) << key.first << "/" << key.second;
+    }
+  }
   EXPECT_GT(crashes, 0);
   EXPECT_EQ(sched->active_leases(), 0u);
+  if (setup.rogue_every > 0) {
+    for (int i = 0; i < kAgents; ++i) {
+      AgentId id = "a" + std::to_string(i);
+      Reputation rep = sched->ReputationOf(id);
+      if (rogue(id)) {
+        EXPECT_EQ(rep.valid, 0u) << id;
+        EXPECT_GT(rep.error_rate, 0.5) << id;
+      } else {
+        EXPECT_EQ(rep.invalid, 0u) << id;
+      }
+    }
+  }
   // Finished jobs come back from the store with their run time.
   Scheduler restored(&apps, opts);
   auto state = store->Load();
   ASSERT_TRUE(state.ok());
   ASSERT_TRUE(restored.Restore(std::move(state).value(), clock.Now()).ok());
-  EXPECT_EQ(restored.GetJob("j0")->record.task_runtime_us, uint64_t{kTasksPerJob} * 1000);
+  EXPECT_EQ(restored.GetJob("j0")->record.task_runtime_us,
+            sched->GetJob("j0")->record.task_runtime_us);
+}
+
+TEST(SchedulerSimulation, EveryTaskCompletesExactlyOnceUnderChurnAndCrashes) {
+  SimulateChurn({});
+}
+
+// 2 of 2 with every fifth agent lying: the merge (which checks each task's
+// output) succeeds for every job, so no forged answer was ever accepted.
+TEST(SchedulerSimulation, WithOneAgentInFiveRogueNoForgedResultIsAccepted) {
+  SimulateChurn({.replication = 2, .rogue_every = 5});
+}
+
+}  // namespace
+}  // namespace claw
+
+namespace claw {
+namespace {
+
+PlannedJob PlanReplicated(const AppRegistry& apps, uint32_t tasks, int replication, int quorum,
+                          int max_replicas) {
+  auto p = ParseAndPlanJob(R"({"app":"echo","tasks":)" + std::to_string(tasks) +
+                               R"(,"replication":)" + std::to_string(replication) +
+                               R"(,"quorum":)" + std::to_string(quorum) +
+                               R"(,"max_replicas":)" + std::to_string(max_replicas) + "}",
+                           apps);
+  EXPECT_TRUE(p.ok()) << p.status().ToString();
+  return std::move(p).value();
+}
+
+class ReplicationTest : public SchedulerTest {
+ protected:
+  void Connect(const AgentId& a, uint32_t want) {
+    sched_.AgentConnected(a, 1e9, {}, clock_.Now());
+    sched_.AddDemand(a, want);
+  }
+  std::map<AgentId, std::vector<Assignment>> DispatchAll() {
+    std::map<AgentId, std::vector<Assignment>> out;
+    for (auto& aa : sched_.Dispatch(clock_.Now())) out[aa.agent] = aa.assignments;
+    return out;
+  }
+  ResultOutcome ReportOutput(const AgentId& agent, const Assignment& a, std::string output) {
+    std::vector<ResultIn> r{{a.lease, std::move(output), 10}};
+    return sched_.AcceptResults(agent, r, clock_.Now())[0];
+  }
+};
+
+TEST_F(ReplicationTest, ReplicasGoToDifferentAgentsAndAgreeingResultsSettle) {
+  ASSERT_TRUE(sched_.AddJob("j1", "alice", PlanReplicated(apps_, 4, 2, 2, 4), clock_.Now()).ok());
+  Connect("a1", 100);
+  Connect("a2", 100);
+  auto got = DispatchAll();
+  ASSERT_EQ(got["a1"].size(), 4u);
+  ASSERT_EQ(got["a2"].size(), 4u);
+  std::set<uint32_t> a1_tasks, a2_tasks;
+  for (auto& a : got["a1"]) a1_tasks.insert(a.index);
+  for (auto& a : got["a2"]) a2_tasks.insert(a.index);
+  EXPECT_EQ(a1_tasks.size(), 4u) << "one replica per agent";
+  EXPECT_EQ(a2_tasks.size(), 4u);
+  for (auto& a : got["a1"]) EXPECT_EQ(Report("a1", a), ResultOutcome::kAccepted);
+  EXPECT_EQ(sched_.GetJob("j1")->done, 0u) << "one result is not a quorum";
+  for (auto& a : got["a2"]) EXPECT_EQ(Report("a2", a), ResultOutcome::kAccepted);
+  auto job = sched_.GetJob("j1");
+  EXPECT_EQ(job->record.state, JobState::kDone);
+  EXPECT_EQ(job->record.result_json, R"({"n":4})");
+  EXPECT_EQ(sched_.ReputationOf("a1").valid, 4u);
+  EXPECT_EQ(sched_.ReputationOf("a2").invalid, 0u);
+  EXPECT_LT(sched_.ReputationOf("a2").error_rate, 0.1);
+}
+
+TEST_F(ReplicationTest, ADisagreementGetsATieBreakerAndTheOddOneOutIsJudgedInvalid) {
+  ASSERT_TRUE(sched_.AddJob("j1", "alice", PlanReplicated(apps_, 1, 2, 2, 4), clock_.Now()).ok());
+  Connect("honest", 1);
+  Connect("liar", 1);
+  auto got = DispatchAll();
+  ASSERT_EQ(got["honest"].size(), 1u);
+  ASSERT_EQ(got["liar"].size(), 1u);
+  EXPECT_EQ(ReportOutput("liar", got["liar"][0], "42"), ResultOutcome::kAccepted);
+  EXPECT_EQ(Report("honest", got["honest"][0]), ResultOutcome::kAccepted);
+  // No quorum: one more replica, which neither of them may run.
+  EXPECT_EQ(sched_.GetJob("j1")->record.state, JobState::kRunning);
+  sched_.AddDemand("honest", 1);
+  sched_.AddDemand("liar", 1);
+  EXPECT_TRUE(DispatchAll().empty());
+  Connect("third", 1);
+  auto third = DispatchAll();
+  ASSERT_EQ(third["third"].size(), 1u);
+  EXPECT_EQ(Report("third", third["third"][0]), ResultOutcome::kAccepted);
+  auto job = sched_.GetJob("j1");
+  EXPECT_EQ(job->record.state, JobState::kDone);
+  EXPECT_EQ(job->record.result_json, R"({"n":1})");  // the liar's "42" did not enter the merge
+  EXPECT_EQ(sched_.ReputationOf("liar").invalid, 1u);
+  EXPECT_NEAR(sched_.ReputationOf("liar").error_rate, 0.2, 1e-12);
+  EXPECT_EQ(sched_.ReputationOf("honest").valid, 1u);
+  EXPECT_EQ(sched_.ReputationOf("third").valid, 1u);
+  auto batch = sched_.TakeBatch();
+  EXPECT_EQ(batch.verdicts.size(), 3u);
+  EXPECT_EQ(batch.reputations.size(), 3u);
+}
+
+TEST_F(ReplicationTest, NoQuorumWithinMaxReplicasFailsTheJobWithTheReason) {
+  ASSERT_TRUE(sched_.AddJob("j1", "alice", PlanReplicated(apps_, 1, 2, 2, 2), clock_.Now()).ok());
+  Connect("a1", 1);
+  Connect("a2", 1);
+  auto got = DispatchAll();
+  EXPECT_EQ(ReportOutput("a1", got["a1"][0], "x"), ResultOutcome::kAccepted);
+  EXPECT_EQ(ReportOutput("a2", got["a2"][0], "y"), ResultOutcome::kAccepted);
+  auto job = sched_.GetJob("j1");
+  EXPECT_EQ(job->record.state, JobState::kFailed);
+  EXPECT_NE(job->record.error.find("no quorum among 2 results"), std::string::npos)
+      << job->record.error;
+}
+
+TEST_F(ReplicationTest, ALoneAgentNeverRunsTwoReplicasOfOneTask) {
+  ASSERT_TRUE(sched_.AddJob("j1", "alice", PlanReplicated(apps_, 3, 3, 2, 5), clock_.Now()).ok());
+  Connect("a1", 100);
+  auto got = DispatchAll();
+  std::set<uint32_t> tasks;
+  for (auto& a : got["a1"]) tasks.insert(a.index);
+  EXPECT_EQ(got["a1"].size(), 3u);
+  EXPECT_EQ(tasks.size(), 3u);
+  // Its remaining demand is served as soon as there is something it may run.
+  Connect("a2", 100);
+  EXPECT_EQ(DispatchAll()["a2"].size(), 3u);
+}
+
+TEST_F(ReplicationTest, AQuorumOfTwoOutOfThreeCancelsTheReplicaStillRunning) {
+  ASSERT_TRUE(sched_.AddJob("j1", "alice", PlanReplicated(apps_, 1, 3, 2, 5), clock_.Now()).ok());
+  Connect("a1", 1);
+  Connect("a2", 1);
+  Connect("slow", 1);
+  auto got = DispatchAll();
+  ASSERT_EQ(got.size(), 3u);
+  sched_.TakeNotices();
+  EXPECT_EQ(Report("a1", got["a1"][0]), ResultOutcome::kAccepted);
+  EXPECT_EQ(Report("a2", got["a2"][0]), ResultOutcome::kAccepted);
+  EXPECT_EQ(sched_.GetJob("j1")->record.state, JobState::kDone);
+  auto notices = sched_.TakeNotices();
+  ASSERT_EQ(notices.cancels["slow"].size(), 1u);
+  EXPECT_EQ(Report("slow", got["slow"][0]), ResultOutcome::kStale);
+}
+
+TEST_F(ReplicationTest, PendingVotesSurviveARestart) {
+  auto store = NewMemoryStore();
+  ASSERT_TRUE(sched_.AddJob("j1", "alice", PlanReplicated(apps_, 1, 2, 2, 4), clock_.Now()).ok());
+  Connect("a1", 1);
+  Connect("a2", 1);
+  auto got = DispatchAll();
+  EXPECT_EQ(Report("a1", got["a1"][0]), ResultOutcome::kAccepted);
+  ASSERT_TRUE(store->Apply(sched_.TakeBatch()).ok());
+  // The coordinator restarts; a2 comes back still holding its replica.
+  Scheduler restored(&apps_, Options());
+  auto state = store->Load();
+  ASSERT_TRUE(state.ok());
+  ASSERT_EQ(state->replicas.size(), 1u);
+  ASSERT_TRUE(restored.Restore(std::move(state).value(), clock_.Now()).ok());
+  EXPECT_TRUE(restored.AgentConnected("a2", 1e9, {got["a2"][0].lease}, clock_.Now()).empty());
+  std::vector<ResultIn> r{{got["a2"][0].lease, got["a2"][0].params, 10}};
+  EXPECT_EQ(restored.AcceptResults("a2", r, clock_.Now())[0], ResultOutcome::kAccepted);
+  EXPECT_EQ(restored.GetJob("j1")->record.state, JobState::kDone);
+  EXPECT_EQ(restored.ReputationOf("a1").valid, 1u);
 }
 
 }  // namespace

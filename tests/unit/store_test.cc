@@ -183,7 +183,19 @@ TEST(SqliteStore, UpgradesASchemaVersion1Database) {
         id TEXT PRIMARY KEY, owner TEXT NOT NULL, spec TEXT NOT NULL, state INTEGER NOT NULL,
         created_us INTEGER NOT NULL, finished_us INTEGER NOT NULL, n_tasks INTEGER NOT NULL,
         result TEXT NOT NULL, error TEXT NOT NULL);
+      CREATE TABLE tasks (
+        job TEXT NOT NULL, idx INTEGER NOT NULL, params BLOB NOT NULL, cost REAL NOT NULL,
+        state INTEGER NOT NULL, attempts INTEGER NOT NULL, output BLOB NOT NULL,
+        runtime_us INTEGER NOT NULL, PRIMARY KEY (job, idx)) WITHOUT ROWID;
+      CREATE TABLE leases (
+        id INTEGER PRIMARY KEY, job TEXT NOT NULL, idx INTEGER NOT NULL, agent TEXT NOT NULL,
+        deadline_us INTEGER NOT NULL);
+      CREATE TABLE agents (id TEXT PRIMARY KEY, public_key BLOB NOT NULL, device TEXT NOT NULL,
+        enrolled_us INTEGER NOT NULL);
+      CREATE TABLE enroll_tokens (hash TEXT PRIMARY KEY, expires_us INTEGER NOT NULL,
+        used_by TEXT NOT NULL DEFAULT '');
       INSERT INTO meta VALUES ('schema_version', '1'), ('next_lease_id', '5');
+      INSERT INTO agents VALUES ('a-old', x'00', '{}', 1);
       INSERT INTO jobs VALUES ('j-old', 'bob', '{"app":"noop"}', 1, 1, 2, 3, '{}', '');
     )sql";
     ASSERT_EQ(sqlite3_exec(db, v1, nullptr, nullptr, nullptr), SQLITE_OK);
@@ -197,6 +209,9 @@ TEST(SqliteStore, UpgradesASchemaVersion1Database) {
   EXPECT_EQ(s->jobs[0].id, "j-old");
   EXPECT_EQ(s->jobs[0].task_runtime_us, 0u);
   EXPECT_EQ(s->next_lease_id, 5u);
+  auto agent = (*store)->GetAgent("a-old");
+  ASSERT_TRUE(agent.ok());
+  EXPECT_EQ(agent->reputation.valid, 0u);
   store->reset();
   std::filesystem::remove_all(dir);
 }
