@@ -73,6 +73,12 @@ Result<std::vector<v1::JobInfo>> Client::ListJobs(uint32_t limit) {
   return std::vector<v1::JobInfo>(r->jobs().begin(), r->jobs().end());
 }
 
+Result<std::vector<v1::AgentInfo>> Client::ListAgents() {
+  auto r = Unary(&v1::ClientService::Stub::ListAgents, v1::ListAgentsRequest{});
+  if (!r.ok()) return r.status();
+  return std::vector<v1::AgentInfo>(r->agents().begin(), r->agents().end());
+}
+
 Result<v1::JobInfo> Client::Cancel(const std::string& id) {
   return Unary(&v1::ClientService::Stub::CancelJob, Ref(id));
 }

@@ -20,6 +20,7 @@ class Client {
   Result<std::string> Submit(const std::string& spec_json);
   Result<v1::JobInfo> GetJob(const std::string& id);
   Result<std::vector<v1::JobInfo>> ListJobs(uint32_t limit);
+  Result<std::vector<v1::AgentInfo>> ListAgents();
   Result<v1::JobInfo> Cancel(const std::string& id);
   Result<v1::GetResultsResponse> Results(const std::string& id);
   // Calls `on_update` with each snapshot until the job ends; returns the last.

@@ -246,6 +246,31 @@ void AddQueries(CLI::App& cli, std::shared_ptr<std::string> target) {
     for (const auto& j : *list) PrintJob(j);
   });
 
+  auto* agents = cli.add_subcommand("agents", "List enrolled agents and their reputation");
+  agents->add_flag("--json", *json, "Print JSON");
+  agents->fallthrough();
+  agents->callback([=] {
+    auto list = Client(*target).ListAgents();
+    if (!list.ok()) throw CLI::RuntimeError(Fail(list.status()));
+    if (*json) {
+      nlohmann::json a = nlohmann::json::array();
+      for (const auto& x : *list) a.push_back(AgentInfoToJson(x));
+      std::printf("%s\n", a.dump(2).c_str());
+      return;
+    }
+    std::printf("%-16s %-12s %-13s %5s %9s %8s %8s %7s  %s\n", "AGENT", "HOST", "OS/ARCH",
+                "SLOTS", "GFLOPS", "VALID", "INVALID", "ERROR", "STATE");
+    for (const auto& a : *list) {
+      std::string osarch = a.device().os() + "/" + a.device().arch();
+      std::printf("%-16s %-12.12s %-13.13s %5u %9.2f %8llu %8llu %6.1f%%  %s%s\n",
+                  a.agent_id().c_str(), a.device().hostname().c_str(), osarch.c_str(),
+                  a.device().slots(), a.device().flops() / 1e9,
+                  static_cast<unsigned long long>(a.valid_results()),
+                  static_cast<unsigned long long>(a.invalid_results()), a.error_rate() * 100,
+                  a.connected() ? "connected" : "offline", a.on_probation() ? ", probation" : "");
+    }
+  });
+
   auto job_id = std::make_shared<std::string>();
   auto* status = cli.add_subcommand("status", "Show one job");
   status->add_option("job", *job_id, "Job id")->required();

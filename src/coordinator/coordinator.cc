@@ -97,6 +97,10 @@ void Coordinator::CommitAndNotify(Time now, SessionSink* ack_to, std::vector<Lea
       return;
     }
     metrics_.store_commits++;
+    for (const auto& v : batch.verdicts) {
+      if (v.verdict == Verdict::kValid) metrics_.results_valid++;
+      if (v.verdict == Verdict::kInvalid) metrics_.results_invalid++;
+    }
   }
   // Only now, with the changes durable, does anyone hear of them.
   Notices notices = sched_.TakeNotices();
@@ -228,6 +232,7 @@ Result<AgentId> Coordinator::OpenSession(const v1::Hello& hello, SessionSink* si
     sched_.AgentDisconnected(id, now);
     old_sink->Close(FailedPrecondition("replaced by a newer session of the same agent"));
   }
+  devices_[id] = hello.device();
   sessions_[sink] = Session{id, sink};
   session_of_[id] = sink;
   std::vector<LeaseId> held(hello.held_leases().begin(), hello.held_leases().end());
@@ -321,6 +326,55 @@ void Coordinator::CloseSession(SessionSink* sink) {
   session_of_.erase(agent);
   sched_.AgentDisconnected(agent, clock_->Now());
   log_->info("session closed agent={}", agent);
+}
+
+Result<std::vector<v1::AgentInfo>> Coordinator::ListAgents() {
+  auto records = store_->ListAgents();
+  if (!records.ok()) return records.status();
+  std::lock_guard lock(mu_);
+  std::vector<v1::AgentInfo> out;
+  for (const AgentRecord& r : *records) {
+    v1::AgentInfo& a = out.emplace_back();
+    a.set_agent_id(r.id);
+    auto device = nlohmann::json::parse(r.device_json, nullptr, false);
+    if (auto d = devices_.find(r.id); d != devices_.end()) {
+      *a.mutable_device() = d->second;  // newer than the enrollment's
+    } else if (device.is_object()) {
+      v1::DeviceReport* d = a.mutable_device();
+      d->set_hostname(device.value("hostname", ""));
+      d->set_os(device.value("os", ""));
+      d->set_arch(device.value("arch", ""));
+      d->set_cores(device.value("cores", 0u));
+      d->set_memory_bytes(device.value("memory_bytes", uint64_t{0}));
+      d->set_flops(device.value("flops", 0.0));
+      d->set_slots(device.value("slots", 0u));
+    }
+    a.set_connected(session_of_.count(r.id) > 0);
+    // The scheduler's copy is the newest; the store's is the last committed.
+    Reputation rep = sched_.ReputationOf(r.id);
+    if (rep.valid + rep.invalid < r.reputation.valid + r.reputation.invalid) rep = r.reputation;
+    a.set_valid_results(rep.valid);
+    a.set_invalid_results(rep.invalid);
+    a.set_error_rate(rep.error_rate);
+    a.set_on_probation(rep.error_rate >= options_.scheduler.probation_error_rate);
+    a.set_enrolled_unix_ms(r.enrolled.unix_ms());
+  }
+  return out;
+}
+
+nlohmann::json AgentInfoToJson(const v1::AgentInfo& a) {
+  return {{"agent_id", a.agent_id()},
+          {"hostname", a.device().hostname()},
+          {"os", a.device().os()},
+          {"arch", a.device().arch()},
+          {"cores", a.device().cores()},
+          {"flops", a.device().flops()},
+          {"connected", a.connected()},
+          {"valid_results", a.valid_results()},
+          {"invalid_results", a.invalid_results()},
+          {"error_rate", a.error_rate()},
+          {"on_probation", a.on_probation()},
+          {"enrolled_unix_ms", a.enrolled_unix_ms()}};
 }
 
 // ---- clients ------------------------------------------------------------------------------

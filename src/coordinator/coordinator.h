@@ -72,6 +72,8 @@ struct CoordinatorMetrics {
   uint64_t jobs_submitted = 0;
   uint64_t results_accepted = 0;
   uint64_t results_stale = 0;
+  uint64_t results_valid = 0;    // agreed with the canonical result in a vote
+  uint64_t results_invalid = 0;  // disagreed
   uint64_t task_failures = 0;
   uint64_t assignments_sent = 0;
   uint64_t store_commits = 0;
@@ -104,6 +106,9 @@ class Coordinator {
   void OnAgentMessage(SessionSink* sink, v1::AgentMessage& msg);
   // The session ended (either side). After this returns `sink` is not used.
   void CloseSession(SessionSink* sink);
+
+  // Every enrolled agent with its reputation and whether it is connected.
+  Result<std::vector<v1::AgentInfo>> ListAgents();
 
   // ---- clients ----
   Result<JobId> Submit(std::string_view spec_json, const std::string& owner);
@@ -149,6 +154,7 @@ class Coordinator {
   std::unordered_map<SessionSink*, Session> sessions_;        // guarded by mu_
   std::unordered_map<AgentId, SessionSink*> session_of_;      // guarded by mu_
   std::unordered_map<AgentId, std::string> public_keys_;      // guarded by mu_ (cache)
+  std::unordered_map<AgentId, v1::DeviceReport> devices_;     // guarded by mu_ (last hello)
   std::multimap<JobId, JobWatcher*> watchers_;                // guarded by mu_
   std::unordered_map<JobId, Time> watch_sent_;                // guarded by mu_
   std::set<JobId> watch_pending_;                             // guarded by mu_
@@ -157,5 +163,6 @@ class Coordinator {
 
 // The JSON form of a job's info, as the HTTP API and `--json` print it.
 nlohmann::json JobInfoToJson(const v1::JobInfo& info);
+nlohmann::json AgentInfoToJson(const v1::AgentInfo& info);
 
 }  // namespace claw

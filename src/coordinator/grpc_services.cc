@@ -214,6 +214,16 @@ grpc::ServerUnaryReactor* ClientServiceImpl::GetJob(grpc::CallbackServerContext*
   return Done(ctx, r);
 }
 
+grpc::ServerUnaryReactor* ClientServiceImpl::ListAgents(grpc::CallbackServerContext* ctx,
+                                                        const v1::ListAgentsRequest*,
+                                                        v1::ListAgentsResponse* resp) {
+  auto r = coordinator_->ListAgents();
+  if (r.ok()) {
+    for (auto& a : *r) *resp->add_agents() = std::move(a);
+  }
+  return Done(ctx, r);
+}
+
 grpc::ServerUnaryReactor* ClientServiceImpl::ListJobs(grpc::CallbackServerContext* ctx,
                                                       const v1::ListJobsRequest* req,
                                                       v1::ListJobsResponse* resp) {

@@ -35,6 +35,9 @@ class ClientServiceImpl final : public v1::ClientService::CallbackService {
   grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* ctx,
                                      const v1::ListJobsRequest* req,
                                      v1::ListJobsResponse* resp) override;
+  grpc::ServerUnaryReactor* ListAgents(grpc::CallbackServerContext* ctx,
+                                       const v1::ListAgentsRequest* req,
+                                       v1::ListAgentsResponse* resp) override;
   grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* ctx, const v1::JobRef* req,
                                       v1::JobInfo* resp) override;
   grpc::ServerWriteReactor<v1::JobInfo>* WatchJob(grpc::CallbackServerContext* ctx,

@@ -60,6 +60,13 @@ void HttpApi::Routes() {
     for (const auto& j : coordinator_->ListJobs(limit)) jobs.push_back(JobInfoToJson(j));
     Reply(res, 200, {{"jobs", jobs}});
   });
+  s.Get("/api/agents", [this](const httplib::Request&, httplib::Response& res) {
+    auto agents = coordinator_->ListAgents();
+    if (!agents.ok()) return ReplyError(res, agents.status());
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& a : *agents) list.push_back(AgentInfoToJson(a));
+    Reply(res, 200, {{"agents", list}});
+  });
   s.Get(R"(/api/jobs/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
     auto info = coordinator_->GetJob(req.matches[1]);
     if (!info.ok()) return ReplyError(res, info.status());
@@ -89,6 +96,8 @@ void HttpApi::Routes() {
     line("claw_jobs_submitted_total", "counter", m.jobs_submitted);
     line("claw_results_accepted_total", "counter", m.results_accepted);
     line("claw_results_stale_total", "counter", m.results_stale);
+    line("claw_results_valid_total", "counter", m.results_valid);
+    line("claw_results_invalid_total", "counter", m.results_invalid);
     line("claw_task_failures_total", "counter", m.task_failures);
     line("claw_assignments_sent_total", "counter", m.assignments_sent);
     line("claw_store_commits_total", "counter", m.store_commits);

@@ -91,6 +91,16 @@ class MemoryStore final : public Store {
     return a;
   }
 
+  Result<std::vector<AgentRecord>> ListAgents() override {
+    std::lock_guard lock(mu_);
+    std::vector<AgentRecord> out;
+    for (const auto& [id, a] : agents_) {
+      out.push_back(a);
+      if (auto r = reputations_.find(id); r != reputations_.end()) out.back().reputation = r->second;
+    }
+    return out;
+  }
+
  private:
   struct Token {
     Time expires;

@@ -17,11 +17,14 @@
 namespace claw {
 namespace {
 
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 
 // Upgrades from each older schema version to the next; index i upgrades from i+1.
 constexpr const char* kMigrations[] = {
+    // 1 -> 2: task run time per job
     "ALTER TABLE jobs ADD COLUMN task_runtime_us INTEGER NOT NULL DEFAULT 0;"
+    "UPDATE meta SET value = '2' WHERE key = 'schema_version';",
+    // 2 -> 3: redundancy (replicas awaiting a vote, reputations)
     "ALTER TABLE tasks ADD COLUMN target INTEGER NOT NULL DEFAULT 1;"
     "ALTER TABLE agents ADD COLUMN valid INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE agents ADD COLUMN invalid INTEGER NOT NULL DEFAULT 0;"
@@ -29,7 +32,7 @@ constexpr const char* kMigrations[] = {
     "CREATE TABLE IF NOT EXISTS replicas (job TEXT NOT NULL, idx INTEGER NOT NULL,"
     "  agent TEXT NOT NULL, output BLOB NOT NULL, runtime_us INTEGER NOT NULL,"
     "  verdict INTEGER NOT NULL, PRIMARY KEY (job, idx, agent)) WITHOUT ROWID;"
-    "UPDATE meta SET value = '2' WHERE key = 'schema_version';",
+    "UPDATE meta SET value = '3' WHERE key = 'schema_version';",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion - 1);
 
@@ -57,7 +60,7 @@ CREATE TABLE IF NOT EXISTS agents (
   error_rate REAL NOT NULL DEFAULT 0.1);
 CREATE TABLE IF NOT EXISTS enroll_tokens (
   hash TEXT PRIMARY KEY, expires_us INTEGER NOT NULL, used_by TEXT NOT NULL DEFAULT '');
-INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '2');
+INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '3');
 INSERT OR IGNORE INTO meta (key, value) VALUES ('next_lease_id', '1');
 )sql";
 
@@ -164,6 +167,9 @@ class SqliteStore final : public Store {
          "SELECT r.job, r.idx, r.agent, r.output, r.runtime_us FROM replicas r "
          "JOIN jobs j ON j.id = r.job WHERE j.state = 0 AND r.verdict = 0"},
         {&select_reputations_, "SELECT id, valid, invalid, error_rate FROM agents"},
+        {&select_agents_,
+         "SELECT id, public_key, device, enrolled_us, valid, invalid, error_rate FROM agents "
+         "ORDER BY id"},
         {&update_job_,
          "UPDATE jobs SET state = :state, finished_us = :finished, result = :result, "
          "error = :error, task_runtime_us = :runtime WHERE id = :id"},
@@ -311,15 +317,27 @@ class SqliteStore final : public Store {
       select_agent_.Reset();
       return NotFound("no agent " + id);
     }
-    AgentRecord a{select_agent_.Text(0), select_agent_.Text(1), select_agent_.Text(2),
-                  Time{select_agent_.Int(3)},
-                  Reputation{static_cast<uint64_t>(select_agent_.Int(4)),
-                             static_cast<uint64_t>(select_agent_.Int(5)), select_agent_.Real(6)}};
+    AgentRecord a = AgentRow(select_agent_);
     select_agent_.Reset();
     return a;
   }
 
+  Result<std::vector<AgentRecord>> ListAgents() override {
+    std::lock_guard lock(mu_);
+    std::vector<AgentRecord> out;
+    while (select_agents_.Row()) out.push_back(AgentRow(select_agents_));
+    select_agents_.Reset();
+    return out;
+  }
+
  private:
+  // id, public_key, device, enrolled_us, valid, invalid, error_rate
+  static AgentRecord AgentRow(Stmt& s) {
+    return AgentRecord{s.Text(0), s.Text(1), s.Text(2), Time{s.Int(3)},
+                       Reputation{static_cast<uint64_t>(s.Int(4)),
+                                  static_cast<uint64_t>(s.Int(5)), s.Real(6)}};
+  }
+
   Status ApplyLocked(const StoreBatch& b) {
     for (const auto& nj : b.new_jobs) {
       const JobRecord& j = nj.job;
@@ -405,7 +423,7 @@ class SqliteStore final : public Store {
       set_next_lease_, begin_, commit_, rollback_, select_jobs_, select_tasks_, select_leases_,
       select_next_lease_, insert_token_, use_token_, insert_agent_, select_agent_,
       insert_replica_, update_verdict_, update_reputation_, select_replicas_,
-      select_reputations_;
+      select_reputations_, select_agents_;
 };
 
 Result<int> LockDatabase(const std::string& path) {

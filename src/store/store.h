@@ -35,6 +35,8 @@ class Store {
   virtual Status EnrollAgent(const std::string& token_hash, const AgentRecord& agent, Time now) = 0;
   // NotFound if no such agent.
   virtual Result<AgentRecord> GetAgent(const AgentId& id) = 0;
+  // Every enrolled agent, by id.
+  virtual Result<std::vector<AgentRecord>> ListAgents() = 0;
 };
 
 std::unique_ptr<Store> NewMemoryStore();

@@ -132,3 +132,33 @@ TEST_F(CoordinatorTest, EveryResultIsAcknowledgedOnlyAfterItIsStored) {
 
 }  // namespace
 }  // namespace claw
+
+namespace claw {
+namespace {
+
+TEST_F(CoordinatorTest, VotesShowInTheAgentsReputation) {
+  RecordingSink s1, s2;
+  Connect(&s1);
+  Connect(&s2);
+  ASSERT_TRUE(coordinator_->Submit(R"({"app":"noop","tasks":1,"replication":2})", "alice").ok());
+  Want(&s1, 1);
+  Want(&s2, 1);
+  std::vector<LeaseId> l1 = s1.TakeAssignments(), l2 = s2.TakeAssignments();
+  ASSERT_EQ(l1.size(), 1u);
+  ASSERT_EQ(l2.size(), 1u);
+  Report(&s1, l1[0]);
+  Report(&s2, l2[0]);
+  auto agents = coordinator_->ListAgents();
+  ASSERT_TRUE(agents.ok());
+  ASSERT_EQ(agents->size(), 2u);
+  for (const auto& a : *agents) {
+    EXPECT_TRUE(a.connected());
+    EXPECT_EQ(a.valid_results(), 1u) << a.agent_id();
+    EXPECT_EQ(a.invalid_results(), 0u);
+    EXPECT_FALSE(a.on_probation());
+  }
+  EXPECT_EQ(coordinator_->Metrics().results_valid, 2u);
+}
+
+}  // namespace
+}  // namespace claw
