@@ -14,6 +14,7 @@
 
 #include "claw.grpc.pb.h"
 #include "common/crypto.h"
+#include "protocol/signing.h"
 
 namespace claw {
 
@@ -152,9 +153,14 @@ Status Agent::LoadOrEnroll() {
       std::string secret = key.ok() ? *key : "";
       identity_.secret_key = secret;
       identity_.public_key = secret.size() == 64 ? secret.substr(32) : "";
-      if (identity_.public_key.size() == 32) return Status::Ok();
+      auto ckey = FromHex(j.value("coordinator_key", ""));
+      identity_.coordinator_key = ckey.ok() ? *ckey : "";
+      if (identity_.public_key.size() == 32 && identity_.coordinator_key.size() == 32) {
+        return Status::Ok();
+      }
     }
-    return InvalidArgument(path + ": unreadable identity; remove it and enroll again");
+    return InvalidArgument(path + ": unreadable identity (or from a version without the "
+                                  "coordinator's key); remove it and enroll again");
   }
   if (options_.token.empty()) {
     return FailedPrecondition("this agent is not enrolled: pass --token (one-time token from "
@@ -173,10 +179,15 @@ Status Agent::LoadOrEnroll() {
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     v1::EnrollResponse resp;
     grpc::Status st = stub->Enroll(&ctx, req, &resp);
+    if (st.ok() && resp.coordinator_key().size() != 32) {
+      return PermissionDenied("enrollment: the coordinator sent no signing key");
+    }
     if (st.ok()) {
-      identity_ = AgentIdentity{resp.agent_id(), kp.public_key, kp.secret_key};
+      identity_ = AgentIdentity{resp.agent_id(), kp.public_key, kp.secret_key,
+                                resp.coordinator_key()};
       nlohmann::json j = {{"agent_id", resp.agent_id()},
                           {"coordinator", options_.coordinator},
+                          {"coordinator_key", ToHex(resp.coordinator_key())},
                           {"secret_key", ToHex(kp.secret_key)}};
       std::string tmp = path + ".tmp";
       {
@@ -353,7 +364,20 @@ void Agent::Handle(Event& e, Session& s) {
     pool_->Cancel(l);
     unacked_.erase(l);
   }
-  if (m.assignments_size() > 0) {
+  if (m.assignments_size() > 0 &&
+      !AssignmentsVerify(identity_.agent_id, identity_.coordinator_key, m)) {
+    // Not from our coordinator, or altered: run none of it.
+    log_->error("refusing {} assignments: their signature does not verify with the "
+                "coordinator's key",
+                m.assignments_size());
+    requested_ -= std::min<size_t>(requested_, m.assignments_size());
+    for (const auto& a : m.assignments()) {
+      unacked_[a.lease_id()] =
+          Report{Report::Kind::kFailure, "assignment signature does not verify", 0};
+      outbox_.push_back(a.lease_id());
+    }
+    if (!first_unsent_) first_unsent_ = clock_->Now();
+  } else if (m.assignments_size() > 0) {
     requested_ -= std::min<size_t>(requested_, m.assignments_size());
     std::vector<v1::WorkerTask> tasks;
     tasks.reserve(m.assignments_size());
@@ -447,6 +471,7 @@ bool Agent::Flush(Session& s) {
       content = true;
     }
     if (!content) return true;
+    SignReports(identity_.agent_id, identity_.secret_key, &m);
     if (!s.Write(m)) return false;
     last_send_ = now;
   } while (!outbox_.empty());

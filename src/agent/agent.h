@@ -57,6 +57,7 @@ struct AgentIdentity {
   std::string agent_id;
   std::string public_key;
   std::string secret_key;
+  std::string coordinator_key;  // verifies assignments
 };
 
 // Measures one core's floating-point rate (multiply-adds) for ~`ms`.

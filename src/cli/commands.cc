@@ -16,6 +16,7 @@
 #include "cli/client.h"
 #include "cli/demo.h"
 #include "cli/output.h"
+#include "common/crypto.h"
 #include "coordinator/server.h"
 
 namespace claw {
@@ -68,7 +69,19 @@ void AddCoordinator(CLI::App& cli) {
       ->capture_default_str();
   cmd->add_option("--sync", opts->sqlite.synchronous, "SQLite synchronous mode: NORMAL or FULL")
       ->capture_default_str();
-  cmd->callback([opts, grace_s] {
+  auto* init = cmd->add_subcommand(
+      "init", "Create the coordinator's keys in the data directory (done on first start too)");
+  init->add_option("--data", opts->data_dir, "Data directory")->capture_default_str();
+  init->callback([opts] {
+    bool existed = LoadCoordinatorKey(opts->data_dir, false, NullLogger()).ok();
+    auto key = LoadCoordinatorKey(opts->data_dir, true, NullLogger());
+    if (!key.ok()) throw CLI::RuntimeError(Fail(key.status()));
+    std::printf("%s %s/coordinator.key\n  public key %s (agents receive it when they enroll)\n",
+                existed ? "already initialised:" : "created", opts->data_dir.c_str(),
+                ToHex(key->substr(32)).c_str());
+  });
+  cmd->callback([opts, grace_s, init] {
+    if (init->parsed()) return;
     opts->http_host = opts->grpc_host;
     opts->coordinator.scheduler.session_grace =
         Duration(static_cast<int64_t>(*grace_s * 1e6));

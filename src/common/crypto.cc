@@ -43,6 +43,34 @@ std::string Blake2bHex(std::string_view data) {
   return ToHex(std::string_view(reinterpret_cast<const char*>(h), sizeof h));
 }
 
+static_assert(sizeof(crypto_generichash_state) <= 384);
+
+FieldHasher::FieldHasher() {
+  InitCrypto();
+  crypto_generichash_init(reinterpret_cast<crypto_generichash_state*>(state_), nullptr, 0, 32);
+}
+
+FieldHasher& FieldHasher::Add(uint64_t value) {
+  unsigned char le[8];
+  for (int i = 0; i < 8; ++i) le[i] = static_cast<unsigned char>(value >> (8 * i));
+  crypto_generichash_update(reinterpret_cast<crypto_generichash_state*>(state_), le, sizeof le);
+  return *this;
+}
+
+FieldHasher& FieldHasher::Add(std::string_view field) {
+  Add(uint64_t{field.size()});
+  crypto_generichash_update(reinterpret_cast<crypto_generichash_state*>(state_),
+                            reinterpret_cast<const unsigned char*>(field.data()), field.size());
+  return *this;
+}
+
+std::string FieldHasher::Finish() {
+  std::string out(32, '\0');
+  crypto_generichash_final(reinterpret_cast<crypto_generichash_state*>(state_),
+                           reinterpret_cast<unsigned char*>(out.data()), out.size());
+  return out;
+}
+
 std::string RandomHex(size_t n) {
   InitCrypto();
   std::string bytes(n, '\0');

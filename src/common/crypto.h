@@ -16,6 +16,19 @@ void InitCrypto();
 // BLAKE2b-256 of `data`, as 64 lowercase hex characters.
 std::string Blake2bHex(std::string_view data);
 
+// An incremental BLAKE2b-256 over a sequence of fields. Each field is
+// length-prefixed, so ("ab","c") and ("a","bc") hash differently.
+class FieldHasher {
+ public:
+  FieldHasher();
+  FieldHasher& Add(std::string_view field);
+  FieldHasher& Add(uint64_t value);
+  std::string Finish();  // 32 raw bytes
+
+ private:
+  alignas(64) unsigned char state_[384];  // crypto_generichash_state
+};
+
 // `n` random bytes from the OS CSPRNG, hex-encoded (2n characters).
 std::string RandomHex(size_t n);
 

@@ -36,6 +36,8 @@
 namespace claw {
 
 struct CoordinatorOptions {
+  // Ed25519 secret key (64 bytes) that signs assignments. Required.
+  std::string signing_key;
   SchedulerOptions scheduler;
   Duration heartbeat = std::chrono::seconds(5);  // told to agents
   uint32_t max_batch = 256;                      // results per message, told to agents

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/crypto.h"
+
 namespace claw {
 namespace {
 
@@ -26,6 +28,26 @@ Status WriteFileAtomically(const std::string& path, const std::string& content, 
 
 }  // namespace
 
+Result<std::string> LoadCoordinatorKey(const std::string& data_dir, bool create, Logger log) {
+  std::string path = data_dir + "/coordinator.key";
+  if (std::ifstream f(path); f) {
+    std::string hex;
+    std::getline(f, hex);
+    auto key = FromHex(hex);
+    if (!key.ok() || key->size() != 64) {
+      return InvalidArgument(path + ": not a coordinator key (64 bytes, hex)");
+    }
+    return std::move(key).value();
+  }
+  if (!create) return NotFound("no coordinator key in " + data_dir + "; run `claw coordinator init`");
+  std::error_code ec;
+  std::filesystem::create_directories(data_dir, ec);
+  KeyPair kp = GenerateSigningKey();
+  CLAW_RETURN_IF_ERROR(WriteFileAtomically(path, ToHex(kp.secret_key) + "\n", 0600));
+  log->info("created coordinator key {} (public {})", path, ToHex(kp.public_key));
+  return kp.secret_key;
+}
+
 Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(ServerOptions options,
                                                                     const AppRegistry* apps,
                                                                     Logger log) {
@@ -36,6 +58,11 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(ServerOption
   std::filesystem::create_directories(s->options_.data_dir, ec);
   if (ec) return Unavailable("cannot create data dir " + s->options_.data_dir + ": " + ec.message());
 
+  if (s->options_.coordinator.signing_key.empty()) {
+    auto key = LoadCoordinatorKey(s->options_.data_dir, true, log);
+    if (!key.ok()) return key.status();
+    s->options_.coordinator.signing_key = std::move(key).value();
+  }
   auto store = OpenSqliteStore(s->options_.data_dir + "/claw.db", s->options_.sqlite);
   if (!store.ok()) return store.status();
   s->store_ = std::move(store).value();

@@ -37,6 +37,10 @@ struct ServerOptions {
   CoordinatorOptions coordinator;
 };
 
+// The coordinator's Ed25519 key in <data_dir>/coordinator.key (hex, 0600):
+// read it, or create it when `create` is set. NotFound when absent.
+Result<std::string> LoadCoordinatorKey(const std::string& data_dir, bool create, Logger log);
+
 class CoordinatorServer {
  public:
   static Result<std::unique_ptr<CoordinatorServer>> Start(ServerOptions options,

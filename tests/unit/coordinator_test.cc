@@ -6,6 +6,7 @@
 
 #include "apps/registry.h"
 #include "common/crypto.h"
+#include "protocol/signing.h"
 
 namespace claw {
 namespace {
@@ -38,7 +39,9 @@ class CoordinatorTest : public ::testing::Test {
  protected:
   void SetUp() override {
     store_ = NewMemoryStore();
-    auto c = Coordinator::Create(store_.get(), &apps_, &clock_, CoordinatorOptions{}, NullLogger());
+    CoordinatorOptions options;
+    options.signing_key = coordinator_key_.secret_key;
+    auto c = Coordinator::Create(store_.get(), &apps_, &clock_, options, NullLogger());
     ASSERT_TRUE(c.ok());
     coordinator_ = std::move(c).value();
   }
@@ -57,8 +60,10 @@ class CoordinatorTest : public ::testing::Test {
     hello.set_signature(Sign("claw-session-v1|" + hello.agent_id() + "|" +
                                  std::to_string(hello.unix_ms()),
                              key.secret_key));
+    EXPECT_EQ(enrolled->coordinator_key(), coordinator_key_.public_key);
     auto id = coordinator_->OpenSession(hello, sink);
     EXPECT_TRUE(id.ok()) << id.status().ToString();
+    agents_[sink] = {*id, key};
     return *id;
   }
   void Want(RecordingSink* sink, uint32_t n) {
@@ -66,14 +71,27 @@ class CoordinatorTest : public ::testing::Test {
     m.set_want(n);
     coordinator_->OnAgentMessage(sink, m);
   }
-  void Report(RecordingSink* sink, LeaseId lease) {
+  static v1::AgentMessage ResultMessage(LeaseId lease) {
     v1::AgentMessage m;
     auto* r = m.add_results();
     r->set_lease_id(lease);
     r->set_runtime_us(250);
+    return m;
+  }
+  void Report(RecordingSink* sink, LeaseId lease) {
+    v1::AgentMessage m = ResultMessage(lease);
+    SignReports(agents_[sink].first, agents_[sink].second.secret_key, &m);
     coordinator_->OnAgentMessage(sink, m);
   }
+  int DoneTasksInStore() {
+    auto state = store_->Load();
+    int done = 0;
+    for (const auto& t : state->tasks) done += t.state == TaskState::kDone;
+    return done;
+  }
 
+  KeyPair coordinator_key_ = GenerateSigningKey();
+  std::map<SessionSink*, std::pair<AgentId, KeyPair>> agents_;
   FakeClock clock_;
   AppRegistry apps_ = BuiltinApps();
   std::unique_ptr<Store> store_;
@@ -158,6 +176,57 @@ TEST_F(CoordinatorTest, VotesShowInTheAgentsReputation) {
     EXPECT_FALSE(a.on_probation());
   }
   EXPECT_EQ(coordinator_->Metrics().results_valid, 2u);
+}
+
+}  // namespace
+}  // namespace claw
+
+namespace claw {
+namespace {
+
+TEST_F(CoordinatorTest, AssignmentsAreSignedForTheirAgentOnly) {
+  RecordingSink sink;
+  AgentId id = Connect(&sink);
+  ASSERT_TRUE(coordinator_->Submit(R"({"app":"noop","tasks":3})", "alice").ok());
+  Want(&sink, 3);
+  const v1::CoordinatorMessage* with = nullptr;
+  for (const auto& m : sink.sent) {
+    if (m.assignments_size() > 0) with = &m;
+  }
+  ASSERT_NE(with, nullptr);
+  EXPECT_TRUE(AssignmentsVerify(id, coordinator_key_.public_key, *with));
+  EXPECT_FALSE(AssignmentsVerify("a-someone-else", coordinator_key_.public_key, *with));
+  v1::CoordinatorMessage altered = *with;
+  altered.mutable_assignments(0)->set_params("rm -rf /");
+  EXPECT_FALSE(AssignmentsVerify(id, coordinator_key_.public_key, altered));
+}
+
+TEST_F(CoordinatorTest, ForgedOrUnsignedResultsAreRejectedAndChangeNothing) {
+  RecordingSink honest, forger;
+  Connect(&honest);
+  Connect(&forger);
+  ASSERT_TRUE(coordinator_->Submit(R"({"app":"noop","tasks":2})", "alice").ok());
+  Want(&forger, 2);
+  std::vector<LeaseId> leases = forger.TakeAssignments();
+  ASSERT_EQ(leases.size(), 2u);
+
+  v1::AgentMessage unsigned_msg = ResultMessage(leases[0]);
+  coordinator_->OnAgentMessage(&forger, unsigned_msg);
+  ASSERT_TRUE(forger.closed.has_value());
+  EXPECT_EQ(forger.closed->code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(forger.closed->message().find("signature"), std::string::npos);
+
+  // Signed with another agent's key.
+  RecordingSink again;
+  Connect(&again);
+  v1::AgentMessage forged = ResultMessage(leases[1]);
+  SignReports(agents_[&again].first, agents_[&honest].second.secret_key, &forged);
+  coordinator_->OnAgentMessage(&again, forged);
+  ASSERT_TRUE(again.closed.has_value());
+  EXPECT_EQ(again.closed->code(), StatusCode::kPermissionDenied);
+
+  EXPECT_EQ(DoneTasksInStore(), 0);
+  EXPECT_EQ(coordinator_->Metrics().results_accepted, 0u);
 }
 
 }  // namespace
