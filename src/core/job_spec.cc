@@ -25,7 +25,7 @@ Result<JobSpec> ParseJobSpec(std::string_view json_text, const AppRegistry& apps
   FieldReader f(j, "spec");
   CLAW_RETURN_IF_ERROR(f.NoUnknownFields(
       {"app", "name", "params", "tasks", "seed", "priority", "max_attempts", "task_timeout_s",
-       "replication", "quorum", "max_replicas"}));
+       "replication", "quorum", "max_replicas", "adaptive"}));
   JobSpec spec;
   auto app = f.String("app", 64, std::nullopt);
   if (!app.ok()) return app.status();
@@ -62,6 +62,10 @@ Result<JobSpec> ParseJobSpec(std::string_view json_text, const AppRegistry& apps
   spec.replication = static_cast<uint32_t>(*replication);
   spec.quorum = static_cast<uint32_t>(*quorum);
   spec.max_replicas = static_cast<uint32_t>(*max_replicas);
+  if (auto it = j.find("adaptive"); it != j.end()) {
+    if (!it->is_boolean()) return InvalidArgument("spec.adaptive: must be true or false");
+    spec.adaptive = it->get<bool>();
+  }
   spec.name = *name;
   spec.tasks = static_cast<uint32_t>(*tasks);
   spec.seed = *seed;

@@ -2,7 +2,7 @@
 //
 //   {"app": "montecarlo", "name": "call", "tasks": 100, "seed": 7,
 //    "priority": 0, "max_attempts": 3, "task_timeout_s": 3600,
-//    "replication": 2, "quorum": 2, "max_replicas": 4,
+//    "replication": 2, "quorum": 2, "max_replicas": 4, "adaptive": true,
 //    "params": {...app-specific...}}
 //
 // Redundancy defaults to the app's (App::DefaultRedundancy). A replication

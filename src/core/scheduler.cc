@@ -9,6 +9,7 @@ struct Scheduler::ReplicaResult {
   Agent* agent = nullptr;
   std::string output;
   uint64_t runtime_us = 0;
+  LeaseId lease = 0;  // leases are issued in order: this dates the answer
 };
 
 struct Scheduler::Task {
@@ -23,6 +24,8 @@ struct Scheduler::Task {
   uint32_t queued = 0;                 // entries in the job's pending queue
   std::vector<LeaseId> leases;         // active replicas
   std::vector<ReplicaResult> results;  // answers not yet settled by a vote
+  Agent* unchecked_by = nullptr;       // done on this agent's word alone
+  LeaseId unchecked_lease = 0;         // ... given on this lease
 };
 
 namespace {
@@ -58,12 +61,19 @@ struct Scheduler::Agent {
   Time disconnected_at;
   std::unordered_set<LeaseId> leases;
   Reputation reputation;
+  // Results accepted from it unchecked and not yet vouched for, oldest first.
+  struct Unverified {
+    JobId job;
+    uint32_t index;
+    LeaseId lease;
+  };
+  std::vector<Unverified> unverified;
 };
 
 bool Scheduler::ById::operator()(const Agent* a, const Agent* b) const { return a->id < b->id; }
 
 Scheduler::Scheduler(const AppRegistry* apps, SchedulerOptions options)
-    : apps_(apps), options_(options) {}
+    : apps_(apps), options_(options), rng_(options.seed) {}
 
 Scheduler::~Scheduler() = default;
 
@@ -146,13 +156,26 @@ Status Scheduler::Restore(RecoveredState state, Time now) {
     deadlines_.emplace(l.deadline, l.id);
     next_lease_id_ = std::max(next_lease_id_, l.id + 1);
   }
+  // An agent's unchecked results in the order it produced them.
+  std::stable_sort(state.replicas.begin(), state.replicas.end(),
+                   [](const ReplicaRecord& a, const ReplicaRecord& b) { return a.lease < b.lease; });
   for (auto& r : state.replicas) {
+    if (r.verdict == Verdict::kUnverified) {
+      Agent& agent = AgentFor(r.agent);
+      agent.unverified.push_back({r.job, r.index, r.lease});
+      Job* job = FindJob(r.job);
+      if (job && r.index < job->tasks.size() && job->tasks[r.index].state == TaskState::kDone) {
+        job->tasks[r.index].unchecked_by = &agent;
+        job->tasks[r.index].unchecked_lease = r.lease;
+      }
+      continue;
+    }
     Job* job = FindJob(r.job);
     if (!job || r.index >= job->tasks.size() || Settled(job->tasks[r.index].state)) continue;
     Task& task = job->tasks[r.index];
     Agent& agent = AgentFor(r.agent);
     if (Involves(task, agent)) continue;
-    task.results.push_back(ReplicaResult{&agent, std::move(r.output), r.runtime_us});
+    task.results.push_back(ReplicaResult{&agent, std::move(r.output), r.runtime_us, r.lease});
     job->record.task_runtime_us += r.runtime_us;
   }
   for (auto& [id, agent] : agents_) {
@@ -171,7 +194,7 @@ Status Scheduler::Restore(RecoveredState state, Time now) {
       }
     }
     MarkRunnable(*job);
-    if (job->done == job->tasks.size()) MergeJob(*job, now);  // crashed before the merge
+    MaybeFinish(*job, now);  // it may have crashed before the merge
   }
   return Status::Ok();
 }
@@ -438,7 +461,8 @@ uint32_t Scheduler::TakeFrom(Job& job, Agent& agent, uint32_t n, Time now,
     uint32_t index = job.pending.front();
     job.pending.pop_front();
     Task& task = job.tasks[index];
-    if (Settled(task.state)) {  // a replica no longer needed
+    size_t have = task.leases.size() + task.results.size();
+    if (Settled(task.state) || have >= task.target) {  // a replica no longer needed
       task.queued--;
       pending_total_--;
       continue;
@@ -449,6 +473,7 @@ uint32_t Scheduler::TakeFrom(Job& job, Agent& agent, uint32_t n, Time now,
     }
     task.queued--;
     pending_total_--;
+    if (have == 0) DecideReplication(job, index, agent);
     out->emplace_back();
     Grant(job, index, agent, now, &out->back());
     granted++;
@@ -487,16 +512,40 @@ void Scheduler::AddResult(Job& job, uint32_t index, Agent& agent, ResultIn& resu
   job.record.task_runtime_us += result.runtime_us;
   if (job.spec.quorum > 1) {  // kept until the vote
     batch_.replicas_added.push_back(
-        ReplicaRecord{job.record.id, index, agent.id, result.output, result.runtime_us});
+        ReplicaRecord{job.record.id, index, agent.id, result.output, result.runtime_us,
+                      Verdict::kPending, result.lease});
   }
   task.results.push_back(
-      ReplicaResult{&agent, std::move(result.output), result.runtime_us});
+      ReplicaResult{&agent, std::move(result.output), result.runtime_us, result.lease});
   Vote(job, index, now);
+}
+
+void Scheduler::DecideReplication(Job& job, uint32_t index, const Agent& agent) {
+  if (!job.spec.adaptive || job.spec.quorum <= 1) return;
+  Task& task = job.tasks[index];
+  uint32_t want = job.spec.replication;
+  if (Trusted(agent) &&
+      std::uniform_real_distribution<double>(0, 1)(rng_) >= options_.spot_check_rate) {
+    want = 1;
+  }
+  if (want == task.target) return;
+  // Queue entries beyond the target are dropped as they come up; missing
+  // ones (a task that had been going to run once) are added.
+  uint32_t outstanding = want - 1;
+  if (task.queued < outstanding) Requeue(job, index, outstanding - task.queued);
+  task.target = want;
+  RecordTask(job, index);
+}
+
+bool Scheduler::Trusted(const Agent& agent) const {
+  return agent.reputation.streak >= options_.trust_streak &&
+         agent.reputation.error_rate < options_.trust_error_rate;
 }
 
 void Scheduler::Vote(Job& job, uint32_t index, Time now) {
   Task& task = job.tasks[index];
-  const uint32_t quorum = job.spec.quorum;
+  // A task that runs once (adaptive replication) settles on its one result.
+  const uint32_t quorum = std::min(job.spec.quorum, task.target);
   size_t best = 0, best_count = 0;
   if (task.results.size() >= quorum) {
     for (size_t i = 0; i < task.results.size(); ++i) {
@@ -546,13 +595,25 @@ void Scheduler::Vote(Job& job, uint32_t index, Time now) {
 void Scheduler::Settle(Job& job, uint32_t index, size_t canonical, Time now) {
   Task& task = job.tasks[index];
   const ReplicaResult& winner = task.results[canonical];
-  if (job.spec.quorum > 1) {
+  struct Judged {
+    Agent* agent;
+    bool valid;
+    LeaseId lease;
+  };
+  std::vector<Judged> judged;
+  if (job.spec.quorum > 1 && task.results.size() == 1) {  // accepted unchecked
+    batch_.verdicts.push_back(
+        VerdictUpdate{job.record.id, index, winner.agent->id, Verdict::kUnverified});
+    winner.agent->unverified.push_back({job.record.id, index, winner.lease});
+    task.unchecked_by = winner.agent;
+    task.unchecked_lease = winner.lease;
+  } else if (job.spec.quorum > 1) {
     for (size_t i = 0; i < task.results.size(); ++i) {
       const ReplicaResult& r = task.results[i];
       bool valid = i == canonical || job.app->Equivalent(r.output, winner.output);
       batch_.verdicts.push_back(VerdictUpdate{job.record.id, index, r.agent->id,
                                               valid ? Verdict::kValid : Verdict::kInvalid});
-      Judge(r.agent->id, valid);
+      judged.push_back({r.agent, valid, r.lease});
     }
   }
   // Replicas still running are not needed any more.
@@ -565,21 +626,103 @@ void Scheduler::Settle(Job& job, uint32_t index, size_t canonical, Time now) {
   task.runtime_us = 0;  // the compute every replica spent on it
   for (const auto& r : task.results) task.runtime_us += r.runtime_us;
   std::vector<ReplicaResult>().swap(task.results);
+  if (!judged.empty()) task.unchecked_by = nullptr;
   job.done++;
   RecordTask(job, index);
-  if (job.done == job.tasks.size()) MergeJob(job, now);
+  // After the task is settled: a failed check may send other tasks of this
+  // very job back to pending.
+  for (const Judged& j : judged) Judge(*j.agent, j.valid, j.lease, now);
+  MaybeFinish(job, now);
 }
 
-void Scheduler::Judge(const AgentId& id, bool valid) {
-  Reputation& rep = AgentFor(id).reputation;
+void Scheduler::MaybeFinish(Job& job, Time now) {
+  if (job.record.state != JobState::kRunning || job.done != job.tasks.size()) return;
+  // One task per agent: the one it answered last. Passing that check
+  // vouches for its earlier answers too (Judge).
+  std::map<Agent*, uint32_t> to_check;
+  for (uint32_t i = 0; i < job.tasks.size(); ++i) {
+    const Task& t = job.tasks[i];
+    if (!t.unchecked_by) continue;
+    auto it = to_check.find(t.unchecked_by);
+    if (it == to_check.end() || job.tasks[it->second].unchecked_lease < t.unchecked_lease) {
+      to_check[t.unchecked_by] = i;
+    }
+  }
+  if (to_check.empty()) {
+    MergeJob(job, now);
+    return;
+  }
+  for (auto [agent, index] : to_check) {
+    Task& task = job.tasks[index];
+    task.state = TaskState::kPending;
+    job.done--;
+    task.results.push_back(ReplicaResult{agent, std::move(task.output), 0, task.unchecked_lease});
+    task.output.clear();
+    task.target = std::max<uint32_t>(job.spec.replication, 2);
+    Requeue(job, index, task.target - 1);
+    RecordTask(job, index);
+  }
+  notices_.jobs_changed.insert(job.record.id);
+}
+
+void Scheduler::Unsettle(Job& job, uint32_t index) {
+  Task& task = job.tasks[index];
+  if (task.state != TaskState::kDone) return;
+  task.state = TaskState::kPending;
+  task.output.clear();
+  task.unchecked_by = nullptr;
+  task.target = job.spec.replication;
+  job.done--;
+  Requeue(job, index, task.target);
+  RecordTask(job, index);
+  notices_.jobs_changed.insert(job.record.id);
+}
+
+void Scheduler::Judge(Agent& agent, bool valid, LeaseId lease, Time now) {
+  Reputation& rep = agent.reputation;
   if (valid) {
     rep.valid++;
+    rep.streak++;
     rep.error_rate *= options_.error_decay;
   } else {
     rep.invalid++;
+    rep.streak = 0;
     rep.error_rate = std::min(1.0, rep.error_rate + options_.error_step);
   }
-  batch_.reputations[id] = rep;
+  batch_.reputations[agent.id] = rep;
+  // A vote is a spot check: a good answer vouches for what the agent gave
+  // unchecked before it (not after: it may have turned since); a bad one
+  // revokes everything it gave unchecked. A job never ends while it holds
+  // unchecked results (MaybeFinish), so nothing published is taken back.
+  Verdict v = valid ? Verdict::kVouched : Verdict::kRevoked;
+  std::vector<Job*> vouched;
+  std::vector<Agent::Unverified> kept;
+  for (auto& u : std::exchange(agent.unverified, {})) {
+    if (valid && u.lease > lease) {
+      kept.push_back(std::move(u));
+      continue;
+    }
+    batch_.verdicts.push_back(VerdictUpdate{u.job, u.index, agent.id, v});
+    Job* job = FindJob(u.job);
+    if (!job || job->record.state != JobState::kRunning || u.index >= job->tasks.size()) continue;
+    Task& task = job->tasks[u.index];
+    if (valid) {
+      if (task.unchecked_by == &agent) {
+        task.unchecked_by = nullptr;
+        vouched.push_back(job);
+      }
+    } else if (task.state == TaskState::kDone) {
+      Unsettle(*job, u.index);
+    } else if (std::erase_if(task.results, [&](const ReplicaResult& r) { return r.agent == &agent; })) {
+      // It was under check: its answer leaves the vote.
+      task.unchecked_by = nullptr;
+      size_t have = task.leases.size() + task.results.size() + task.queued;
+      if (have < task.target) Requeue(*job, u.index, static_cast<uint32_t>(task.target - have));
+    }
+  }
+  agent.unverified = std::move(kept);
+  // A job may have been waiting only for this agent's word to be checked.
+  for (Job* job : vouched) MaybeFinish(*job, now);
 }
 
 Reputation Scheduler::ReputationOf(const AgentId& id) const {

@@ -7,6 +7,12 @@
 //   * Notices (TakeNotices): lease cancellations to send and jobs whose
 //     progress changed.
 //
+// Adaptive replication: a trusted agent may run a task alone; that result is
+// accepted unchecked and vouched for (or revoked) by the agent's next vote.
+// A job is not merged while it holds unchecked results: one of each such
+// agent's is then put to a vote (a spot check), and the job ends with every
+// result checked, directly or through its agent.
+//
 // Task life (each task wants `target` replicas, each on a different agent):
 //
 //   pending --lease--> leased --result--> vote: `quorum` equivalent results?
@@ -31,6 +37,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -66,6 +73,15 @@ struct SchedulerOptions {
   // max_replicas, so known liars cannot make honest work fail. A task stops
   // at twice max_replicas answers in all.
   double probation_error_rate = 0.3;
+  // Adaptive replication: an agent with at least `trust_streak` valid results
+  // in a row and an error rate under `trust_error_rate` runs a task of an
+  // adaptive job alone, except for `spot_check_rate` of them, which are
+  // replicated anyway. Each spot check it passes vouches for its unchecked
+  // results since the last one; one it fails revokes them (they run again).
+  uint64_t trust_streak = 10;
+  double trust_error_rate = 0.05;
+  double spot_check_rate = 0.05;
+  uint64_t seed = 1;  // for the spot-check draws
 };
 
 // ---- effects -------------------------------------------------------------
@@ -130,7 +146,9 @@ struct RecoveredState {
   std::vector<JobRecord> jobs;      // every job
   std::vector<TaskRecord> tasks;    // the tasks of running jobs
   std::vector<LeaseRecord> leases;  // active leases
-  std::vector<ReplicaRecord> replicas;  // pending-verdict results of running jobs
+  // Results awaiting a vote (running jobs) and results accepted unchecked
+  // (kUnverified, any job).
+  std::vector<ReplicaRecord> replicas;
   std::map<AgentId, Reputation> reputations;
   LeaseId next_lease_id = 1;
 };
@@ -255,7 +273,18 @@ class Scheduler {
   // Settles the task if `quorum` results agree; otherwise asks for more or fails it.
   void Vote(Job& job, uint32_t index, Time now);
   void Settle(Job& job, uint32_t index, size_t canonical, Time now);
-  void Judge(const AgentId& agent, bool valid);
+  // Counts a vote on the agent's answer given on `lease`.
+  void Judge(Agent& agent, bool valid, LeaseId lease, Time now);
+  // Merges the job once every task is settled and no result in it waits for
+  // its agent's next spot check; asks for those checks when only they remain.
+  void MaybeFinish(Job& job, Time now);
+  bool Trusted(const Agent& agent) const;
+  // Sets how many results the task needs for an agent about to run its
+  // first replica: 1 for a trusted agent (unless spot-checked), else the
+  // job's replication.
+  void DecideReplication(Job& job, uint32_t index, const Agent& agent);
+  // Puts a done task back to pending (a revoked result).
+  void Unsettle(Job& job, uint32_t index);
   void MergeJob(Job& job, Time now);
   void FailTask(Job& job, uint32_t index, const std::string& reason, Time now);
   void FinishJob(Job& job, JobState state, std::string result_json, std::string error, Time now);
@@ -278,6 +307,7 @@ class Scheduler {
   std::set<std::pair<Time, Agent*>> orphans_;  // disconnected agents holding leases
   LeaseId next_lease_id_ = 1;
   uint64_t next_seq_ = 1;
+  std::mt19937_64 rng_;
   size_t pending_total_ = 0;
   StoreBatch batch_;
   Notices notices_;

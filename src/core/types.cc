@@ -29,7 +29,8 @@ nlohmann::json JobSpec::ToJson() const {
                       {"task_timeout_s", task_timeout.count() / 1'000'000},
                       {"replication", replication},
                       {"quorum", quorum},
-                      {"max_replicas", max_replicas}};
+                      {"max_replicas", max_replicas},
+                      {"adaptive", adaptive}};
   if (!name.empty()) j["name"] = name;
   return j;
 }

@@ -42,6 +42,9 @@ struct JobSpec {
   uint32_t replication = 1;
   uint32_t quorum = 1;
   uint32_t max_replicas = 1;
+  // Adaptive replication: a task may run once, unchecked, on an agent with a
+  // long clean record (a share of those is still spot-checked).
+  bool adaptive = true;
 
   nlohmann::json ToJson() const;
 };
@@ -82,7 +85,17 @@ struct TaskRecord {
 };
 
 // One replica's result, kept until its task is settled by a vote.
-enum class Verdict : uint8_t { kPending = 0, kValid = 1, kInvalid = 2 };
+// kUnverified: accepted alone from a trusted agent (adaptive replication);
+// it becomes kVouched when that agent next passes a spot check, or kRevoked
+// (and its task runs again) when it fails one.
+enum class Verdict : uint8_t {
+  kPending = 0,
+  kValid = 1,
+  kInvalid = 2,
+  kUnverified = 3,
+  kVouched = 4,
+  kRevoked = 5,
+};
 struct ReplicaRecord {
   JobId job;
   uint32_t index = 0;
@@ -90,6 +103,7 @@ struct ReplicaRecord {
   std::string output;
   uint64_t runtime_us = 0;
   Verdict verdict = Verdict::kPending;
+  LeaseId lease = 0;  // the lease it came on: orders an agent's results in time
 };
 
 // What votes have said about an agent's results (BOINC-style error rate:
@@ -98,6 +112,7 @@ struct Reputation {
   uint64_t valid = 0;
   uint64_t invalid = 0;
   double error_rate = 0.1;
+  uint64_t streak = 0;  // valid results since the last invalid one
 };
 
 struct LeaseRecord {

@@ -55,7 +55,8 @@ class MemoryStore final : public Store {
     }
     for (const auto& [id, l] : leases_) s.leases.push_back(l);
     for (const auto& [key, r] : replicas_) {
-      if (r.verdict == Verdict::kPending && jobs_.at(r.job).state == JobState::kRunning) {
+      bool running = jobs_.at(r.job).state == JobState::kRunning;
+      if ((r.verdict == Verdict::kPending && running) || r.verdict == Verdict::kUnverified) {
         s.replicas.push_back(r);
       }
     }

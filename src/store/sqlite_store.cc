@@ -17,7 +17,7 @@
 namespace claw {
 namespace {
 
-constexpr int kSchemaVersion = 3;
+constexpr int kSchemaVersion = 4;
 
 // Upgrades from each older schema version to the next; index i upgrades from i+1.
 constexpr const char* kMigrations[] = {
@@ -33,6 +33,10 @@ constexpr const char* kMigrations[] = {
     "  agent TEXT NOT NULL, output BLOB NOT NULL, runtime_us INTEGER NOT NULL,"
     "  verdict INTEGER NOT NULL, PRIMARY KEY (job, idx, agent)) WITHOUT ROWID;"
     "UPDATE meta SET value = '3' WHERE key = 'schema_version';",
+    // 3 -> 4: adaptive replication
+    "ALTER TABLE agents ADD COLUMN streak INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE replicas ADD COLUMN lease INTEGER NOT NULL DEFAULT 0;"
+    "UPDATE meta SET value = '4' WHERE key = 'schema_version';",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion - 1);
 
@@ -49,7 +53,7 @@ CREATE TABLE IF NOT EXISTS tasks (
   PRIMARY KEY (job, idx)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS replicas (
   job TEXT NOT NULL, idx INTEGER NOT NULL, agent TEXT NOT NULL, output BLOB NOT NULL,
-  runtime_us INTEGER NOT NULL, verdict INTEGER NOT NULL,
+  runtime_us INTEGER NOT NULL, verdict INTEGER NOT NULL, lease INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (job, idx, agent)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS leases (
   id INTEGER PRIMARY KEY, job TEXT NOT NULL, idx INTEGER NOT NULL, agent TEXT NOT NULL,
@@ -57,10 +61,10 @@ CREATE TABLE IF NOT EXISTS leases (
 CREATE TABLE IF NOT EXISTS agents (
   id TEXT PRIMARY KEY, public_key BLOB NOT NULL, device TEXT NOT NULL, enrolled_us INTEGER NOT NULL,
   valid INTEGER NOT NULL DEFAULT 0, invalid INTEGER NOT NULL DEFAULT 0,
-  error_rate REAL NOT NULL DEFAULT 0.1);
+  error_rate REAL NOT NULL DEFAULT 0.1, streak INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS enroll_tokens (
   hash TEXT PRIMARY KEY, expires_us INTEGER NOT NULL, used_by TEXT NOT NULL DEFAULT '');
-INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '3');
+INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '4');
 INSERT OR IGNORE INTO meta (key, value) VALUES ('next_lease_id', '1');
 )sql";
 
@@ -157,19 +161,20 @@ class SqliteStore final : public Store {
          "UPDATE tasks SET state = :state, attempts = :attempts, output = :output, "
          "runtime_us = :runtime, target = :target WHERE job = :job AND idx = :idx"},
         {&insert_replica_,
-         "INSERT OR REPLACE INTO replicas (job, idx, agent, output, runtime_us, verdict) "
-         "VALUES (:job, :idx, :agent, :output, :runtime, 0)"},
+         "INSERT OR REPLACE INTO replicas (job, idx, agent, output, runtime_us, verdict, lease) "
+         "VALUES (:job, :idx, :agent, :output, :runtime, 0, :lease)"},
         {&update_verdict_,
          "UPDATE replicas SET verdict = :verdict WHERE job = :job AND idx = :idx AND agent = :agent"},
         {&update_reputation_,
-         "UPDATE agents SET valid = :valid, invalid = :invalid, error_rate = :rate WHERE id = :id"},
+         "UPDATE agents SET valid = :valid, invalid = :invalid, error_rate = :rate, "
+         "streak = :streak WHERE id = :id"},
         {&select_replicas_,
-         "SELECT r.job, r.idx, r.agent, r.output, r.runtime_us FROM replicas r "
-         "JOIN jobs j ON j.id = r.job WHERE j.state = 0 AND r.verdict = 0"},
-        {&select_reputations_, "SELECT id, valid, invalid, error_rate FROM agents"},
+         "SELECT r.job, r.idx, r.agent, r.output, r.runtime_us, r.verdict, r.lease FROM replicas r "
+         "JOIN jobs j ON j.id = r.job WHERE (j.state = 0 AND r.verdict = 0) OR r.verdict = 3"},
+        {&select_reputations_, "SELECT id, valid, invalid, error_rate, streak FROM agents"},
         {&select_agents_,
-         "SELECT id, public_key, device, enrolled_us, valid, invalid, error_rate FROM agents "
-         "ORDER BY id"},
+         "SELECT id, public_key, device, enrolled_us, valid, invalid, error_rate, streak "
+         "FROM agents ORDER BY id"},
         {&update_job_,
          "UPDATE jobs SET state = :state, finished_us = :finished, result = :result, "
          "error = :error, task_runtime_us = :runtime WHERE id = :id"},
@@ -195,8 +200,8 @@ class SqliteStore final : public Store {
          "INSERT INTO agents (id, public_key, device, enrolled_us) "
          "VALUES (:id, :key, :device, :enrolled)"},
         {&select_agent_,
-         "SELECT id, public_key, device, enrolled_us, valid, invalid, error_rate FROM agents "
-         "WHERE id = :id"},
+         "SELECT id, public_key, device, enrolled_us, valid, invalid, error_rate, streak "
+         "FROM agents WHERE id = :id"},
     };
     for (auto [stmt, sql] : all) {
       std::string err = add(*stmt, sql);
@@ -233,19 +238,7 @@ class SqliteStore final : public Store {
       s.jobs.push_back(std::move(j));
     }
     select_jobs_.Reset();
-    while (select_tasks_.Row()) {
-      TaskRecord t;
-      t.job = select_tasks_.Text(0);
-      t.index = static_cast<uint32_t>(select_tasks_.Int(1));
-      t.params = select_tasks_.Text(2);
-      t.cost_flop = select_tasks_.Real(3);
-      t.state = static_cast<TaskState>(select_tasks_.Int(4));
-      t.attempts = static_cast<uint32_t>(select_tasks_.Int(5));
-      t.output = select_tasks_.Text(6);
-      t.runtime_us = static_cast<uint64_t>(select_tasks_.Int(7));
-      t.target = static_cast<uint32_t>(select_tasks_.Int(8));
-      s.tasks.push_back(std::move(t));
-    }
+    while (select_tasks_.Row()) s.tasks.push_back(TaskRow(select_tasks_));
     select_tasks_.Reset();
     while (select_replicas_.Row()) {
       ReplicaRecord r;
@@ -254,13 +247,16 @@ class SqliteStore final : public Store {
       r.agent = select_replicas_.Text(2);
       r.output = select_replicas_.Text(3);
       r.runtime_us = static_cast<uint64_t>(select_replicas_.Int(4));
+      r.verdict = static_cast<Verdict>(select_replicas_.Int(5));
+      r.lease = static_cast<LeaseId>(select_replicas_.Int(6));
       s.replicas.push_back(std::move(r));
     }
     select_replicas_.Reset();
     while (select_reputations_.Row()) {
       s.reputations[select_reputations_.Text(0)] =
           Reputation{static_cast<uint64_t>(select_reputations_.Int(1)),
-                     static_cast<uint64_t>(select_reputations_.Int(2)), select_reputations_.Real(3)};
+                     static_cast<uint64_t>(select_reputations_.Int(2)), select_reputations_.Real(3),
+                     static_cast<uint64_t>(select_reputations_.Int(4))};
     }
     select_reputations_.Reset();
     while (select_leases_.Row()) {
@@ -331,11 +327,27 @@ class SqliteStore final : public Store {
   }
 
  private:
-  // id, public_key, device, enrolled_us, valid, invalid, error_rate
+  // job, idx, params, cost, state, attempts, output, runtime_us, target
+  static TaskRecord TaskRow(Stmt& s) {
+    TaskRecord t;
+    t.job = s.Text(0);
+    t.index = static_cast<uint32_t>(s.Int(1));
+    t.params = s.Text(2);
+    t.cost_flop = s.Real(3);
+    t.state = static_cast<TaskState>(s.Int(4));
+    t.attempts = static_cast<uint32_t>(s.Int(5));
+    t.output = s.Text(6);
+    t.runtime_us = static_cast<uint64_t>(s.Int(7));
+    t.target = static_cast<uint32_t>(s.Int(8));
+    return t;
+  }
+
+  // id, public_key, device, enrolled_us, valid, invalid, error_rate, streak
   static AgentRecord AgentRow(Stmt& s) {
     return AgentRecord{s.Text(0), s.Text(1), s.Text(2), Time{s.Int(3)},
                        Reputation{static_cast<uint64_t>(s.Int(4)),
-                                  static_cast<uint64_t>(s.Int(5)), s.Real(6)}};
+                                  static_cast<uint64_t>(s.Int(5)), s.Real(6),
+                                  static_cast<uint64_t>(s.Int(7))}};
   }
 
   Status ApplyLocked(const StoreBatch& b) {
@@ -393,6 +405,7 @@ class SqliteStore final : public Store {
                                .Bind(":agent", r.agent)
                                .BindBlob(":output", r.output)
                                .Bind(":runtime", static_cast<int64_t>(r.runtime_us))
+                               .Bind(":lease", static_cast<int64_t>(r.lease))
                                .Exec());
     }
     for (const auto& v : b.verdicts) {
@@ -406,6 +419,7 @@ class SqliteStore final : public Store {
       CLAW_RETURN_IF_ERROR(update_reputation_.Bind(":valid", static_cast<int64_t>(rep.valid))
                                .Bind(":invalid", static_cast<int64_t>(rep.invalid))
                                .Bind(":rate", rep.error_rate)
+                               .Bind(":streak", static_cast<int64_t>(rep.streak))
                                .Bind(":id", id)
                                .Exec());
     }
@@ -519,12 +533,14 @@ Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
                               ", written by a newer coordinator; this one reads versions up to " +
                               std::to_string(kSchemaVersion));
   }
+  // An older database is upgraded step by step first; then whatever is still
+  // missing (everything, for a new one) is created at the current version.
+  if (*version > 0) CLAW_RETURN_IF_ERROR(Migrate(db, path, *version));
   if (sqlite3_exec(db, kSchema, nullptr, nullptr, &err) != SQLITE_OK) {
     std::string msg = err ? err : "unknown error";
     sqlite3_free(err);
     return Internal("cannot initialise database " + path + ": " + msg);
   }
-  if (*version > 0) CLAW_RETURN_IF_ERROR(Migrate(db, path, *version));
   CLAW_RETURN_IF_ERROR(store->Prepare());
   return std::unique_ptr<Store>(std::move(store));
 }

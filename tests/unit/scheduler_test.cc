@@ -38,9 +38,26 @@ class EchoApp final : public App {
   bool Equivalent(std::string_view a, std::string_view b) const override { return a == b; }
 };
 
+// Like echo, but its merge checks nothing: it lists the outputs, so a test
+// can see whether a wrong one was accepted.
+class ListApp final : public App {
+ public:
+  std::string_view Name() const override { return "list"; }
+  Result<std::vector<TaskSpec>> Plan(const JobSpec& spec) const override {
+    return EchoApp().Plan(spec);
+  }
+  Result<std::string> Run(std::string_view p) const override { return std::string(p); }
+  Result<nlohmann::json> Merge(const JobSpec&,
+                               const std::vector<std::string_view>& outputs) const override {
+    return nlohmann::json{{"outputs", std::vector<std::string>(outputs.begin(), outputs.end())}};
+  }
+  bool Equivalent(std::string_view a, std::string_view b) const override { return a == b; }
+};
+
 AppRegistry TestApps() {
   AppRegistry r;
   r.Register(std::make_unique<EchoApp>());
+  r.Register(std::make_unique<ListApp>());
   return r;
 }
 
@@ -189,15 +206,16 @@ TEST_F(SchedulerTest, HigherPriorityJobsGoFirst) {
   EXPECT_EQ(a[3].job, "low");
 }
 
-// Hours of a churning network in virtual time, with the coordinator crashing
-// and recovering from its store now and then: every task completes exactly
-// once and every job's merge sees each output in its place.
 // Hours of a network in a fraction of a second: agents join and leave, some
-// tasks hang, the coordinator crashes and restores from its store, and
-// `rogue_every`-th agent (0: none) answers every task wrongly.
+// tasks hang, the coordinator crashes and restores from its store. Every
+// `rogue_every`-th agent (0: none) answers every task wrongly; every
+// `turncoat_every`-th (counting from 1) is honest for 10 minutes, long enough
+// to be trusted, and then lies.
 struct SimulationSetup {
   int replication = 1;
+  bool adaptive = false;
   int rogue_every = 0;
+  int turncoat_every = 0;
 };
 
 void SimulateChurn(const SimulationSetup& setup) {
@@ -211,13 +229,18 @@ void SimulateChurn(const SimulationSetup& setup) {
   std::mt19937_64 rng(12345);
 
   constexpr int kJobs = 20, kTasksPerJob = 250, kAgents = 40;
+  const Time turn_at = clock.Now() + std::chrono::minutes(10);
   auto rogue = [&](const AgentId& id) {
     return setup.rogue_every > 0 && std::stoi(id.substr(1)) % setup.rogue_every == 0;
   };
+  auto turncoat = [&](const AgentId& id) {
+    return setup.turncoat_every > 0 && std::stoi(id.substr(1)) % setup.turncoat_every == 1;
+  };
   for (int j = 0; j < kJobs; ++j) {
     auto planned = ParseAndPlanJob(
-        R"({"app":"echo","tasks":250,"max_attempts":20,"replication":)" +
-            std::to_string(setup.replication) + "}",
+        R"({"app":"list","tasks":250,"max_attempts":20,"replication":)" +
+            std::to_string(setup.replication) +
+            R"(,"adaptive":)" + (setup.adaptive ? "true" : "false") + "}",
         apps);
     ASSERT_TRUE(planned.ok());
     ASSERT_TRUE(sched->AddJob("j" + std::to_string(j), "u", std::move(planned).value(),
@@ -232,9 +255,16 @@ void SimulateChurn(const SimulationSetup& setup) {
   std::map<AgentId, bool> online;
   std::map<std::pair<JobId, uint32_t>, int> accepted;
   std::map<LeaseId, std::pair<JobId, uint32_t>> task_of;
-  auto commit = [&] { ASSERT_TRUE(store->Apply(sched->TakeBatch()).ok()); };
+  int crashes = 0, unchecked = 0, revoked = 0;
+  auto commit = [&] {
+    StoreBatch batch = sched->TakeBatch();
+    for (const auto& v : batch.verdicts) {
+      unchecked += v.verdict == Verdict::kUnverified;
+      revoked += v.verdict == Verdict::kRevoked;
+    }
+    ASSERT_TRUE(store->Apply(batch).ok());
+  };
 
-  int crashes = 0;
   const Time end = clock.Now() + std::chrono::hours(6);
   while (clock.Now() < end) {
     clock.Advance(milliseconds(200));
@@ -264,7 +294,8 @@ void SimulateChurn(const SimulationSetup& setup) {
       std::erase_if(list, [&](const Running& r) {
         if (r.finish > now) return false;
         // A rogue agent's answers are wrong, and differ from other rogues'.
-        std::string output = rogue(agent) ? "forged-" + agent + "-" + r.a.params : r.a.params;
+        bool lying = rogue(agent) || (turncoat(agent) && now >= turn_at);
+        std::string output = lying ? "forged-" + agent + "-" + r.a.params : r.a.params;
         results.push_back({r.a.lease, std::move(output), 1000});
         return true;
       });
@@ -287,7 +318,8 @@ void SimulateChurn(const SimulationSetup& setup) {
         task_of[a.lease] = {a.job, a.index};
       }
     }
-    for (auto& [agent, leases] : sched->TakeNotices().cancels) {
+    Notices notices = sched->TakeNotices();
+    for (auto& [agent, leases] : notices.cancels) {
       std::erase_if(running[agent], [&](const Running& r) {
         return std::find(leases.begin(), leases.end(), r.a.lease) != leases.end();
       });
@@ -303,26 +335,43 @@ void SimulateChurn(const SimulationSetup& setup) {
     }
   }
   int done = 0;
+  uint64_t work_us = 0;
   for (int j = 0; j < kJobs; ++j) {
     auto job = sched->GetJob("j" + std::to_string(j));
     ASSERT_TRUE(job.has_value());
-    EXPECT_EQ(job->record.state, JobState::kDone) << job->record.error;
+    ASSERT_EQ(job->record.state, JobState::kDone) << job->record.error;
     done += job->record.state == JobState::kDone;
-    EXPECT_EQ(job->record.result_json, R"({"n":250})");
+    // Every accepted output is the right one.
+    auto result = nlohmann::json::parse(job->record.result_json, nullptr, false);
+    ASSERT_TRUE(result.is_object()) << job->record.result_json;
+    for (uint32_t i = 0; i < kTasksPerJob; ++i) {
+      ASSERT_EQ(result["outputs"][i], std::to_string(i)) << job->record.id << "/" << i;
+    }
     // Run time is counted once per accepted report (each says 1 ms), across
     // every crash and restore.
     if (setup.replication == 1) {
       EXPECT_EQ(job->record.task_runtime_us, uint64_t{kTasksPerJob} * 1000);
-    } else {
+    } else if (!setup.adaptive) {
       EXPECT_GE(job->record.task_runtime_us, uint64_t{kTasksPerJob} * 1000 * setup.replication);
     }
+    work_us += job->record.task_runtime_us;
+  }
+  if (setup.adaptive) {
+    // What redundancy cost, against running each task once.
+    double overhead = static_cast<double>(work_us) / (kJobs * kTasksPerJob * 1000.0);
+    std::printf("adaptive replication: %.2fx the work of running each task once; %d results "
+                "accepted unchecked, %d of them revoked\n",
+                overhead, unchecked, revoked);
+    EXPECT_LT(overhead, static_cast<double>(setup.replication));
+    EXPECT_GT(unchecked, 0);
+    if (setup.turncoat_every > 0) EXPECT_GT(revoked, 0);
   }
   EXPECT_EQ(done, kJobs);
   EXPECT_EQ(accepted.size(), static_cast<size_t>(kJobs * kTasksPerJob));
   for (const auto& [key, n] : accepted) {
     if (setup.replication == 1) {
       EXPECT_EQ(n, 1) << key.first << "/" << key.second;
-    } else {
+    } else if (!setup.adaptive) {
       EXPECT_GE(n, setup.replication) << key.first << "/" << key.second;
     }
   }
@@ -335,6 +384,8 @@ void SimulateChurn(const SimulationSetup& setup) {
       if (rogue(id)) {
         EXPECT_EQ(rep.valid, 0u) << id;
         EXPECT_GT(rep.error_rate, 0.5) << id;
+      } else if (turncoat(id)) {
+        EXPECT_GT(rep.invalid, 0u) << id;
       } else {
         EXPECT_EQ(rep.invalid, 0u) << id;
       }
@@ -353,10 +404,18 @@ TEST(SchedulerSimulation, EveryTaskCompletesExactlyOnceUnderChurnAndCrashes) {
   SimulateChurn({});
 }
 
-// 2 of 2 with every fifth agent lying: the merge (which checks each task's
-// output) succeeds for every job, so no forged answer was ever accepted.
+// 2 of 2 with every fifth agent lying: every job ends with every output
+// right, so no forged answer was accepted.
 TEST(SchedulerSimulation, WithOneAgentInFiveRogueNoForgedResultIsAccepted) {
   SimulateChurn({.replication = 2, .rogue_every = 5});
+}
+
+// The same with adaptive replication, and a further one agent in ten that
+// earns trust and then lies: spot checks catch it, its unchecked results run
+// again, and since no job ends while it holds unchecked results, every job
+// ends right.
+TEST(SchedulerSimulation, AdaptiveReplicationCatchesTrustedAgentsThatTurn) {
+  SimulateChurn({.replication = 2, .adaptive = true, .rogue_every = 5, .turncoat_every = 10});
 }
 
 }  // namespace
@@ -507,6 +566,57 @@ TEST_F(ReplicationTest, PendingVotesSurviveARestart) {
   EXPECT_EQ(restored.AcceptResults("a2", r, clock_.Now())[0], ResultOutcome::kAccepted);
   EXPECT_EQ(restored.GetJob("j1")->record.state, JobState::kDone);
   EXPECT_EQ(restored.ReputationOf("a1").valid, 1u);
+}
+
+}  // namespace
+}  // namespace claw
+
+namespace claw {
+namespace {
+
+// An agent with a long clean record runs most tasks of an adaptive job alone;
+// the job still ends only after a check of its last unchecked answer.
+TEST_F(ReplicationTest, ATrustedAgentRunsMostTasksAloneAndIsCheckedBeforeTheJobEnds) {
+  ASSERT_TRUE(sched_.AddJob("warmup", "alice", PlanReplicated(apps_, 20, 2, 2, 8), clock_.Now()).ok());
+  Connect("veteran", 100);
+  Connect("peer", 100);
+  for (auto& [agent, list] : DispatchAll()) {
+    for (auto& a : list) ASSERT_EQ(Report(agent, a), ResultOutcome::kAccepted);
+  }
+  ASSERT_EQ(sched_.GetJob("warmup")->record.state, JobState::kDone);
+  ASSERT_GE(sched_.ReputationOf("veteran").streak, 20u);
+  sched_.AgentDisconnected("peer", clock_.Now());
+
+  // 200 tasks; only the veteran is connected.
+  ASSERT_TRUE(sched_.AddJob("j", "alice", PlanReplicated(apps_, 200, 2, 2, 8), clock_.Now()).ok());
+  sched_.AddDemand("veteran", 1000);
+  size_t runs = 0;
+  auto mine = DispatchAll()["veteran"];
+  ASSERT_EQ(mine.size(), 200u) << "one replica of each task";
+  for (auto& a : mine) {
+    ASSERT_EQ(Report("veteran", a), ResultOutcome::kAccepted);
+    runs++;
+  }
+  auto job = sched_.GetJob("j");
+  EXPECT_EQ(job->record.state, JobState::kRunning) << "its unchecked answers wait for a check";
+  // About 5% were spot-checked: those wait for a second agent.
+  EXPECT_GT(job->done, 170u);
+  EXPECT_LT(job->done, 200u);
+  Connect("peer", 1000);
+  while (sched_.GetJob("j")->record.state == JobState::kRunning) {
+    auto got = DispatchAll();
+    ASSERT_FALSE(got.empty());
+    for (auto& [agent, list] : got) {
+      for (auto& a : list) {
+        ASSERT_EQ(Report(agent, a), ResultOutcome::kAccepted);
+        runs++;
+      }
+    }
+  }
+  EXPECT_EQ(sched_.GetJob("j")->record.state, JobState::kDone);
+  // Spot checks plus one check of the last unchecked answer: far from 2x.
+  EXPECT_LT(runs, 200u * 12 / 10) << runs;
+  std::printf("200 tasks, adaptive 2/2, one trusted agent: %zu runs (%.2fx)\n", runs, runs / 200.0);
 }
 
 }  // namespace
