@@ -4,6 +4,9 @@
 //   network_bench noop        no-op tasks/s and single-task round trip p50/p99
 //   network_bench efficiency  parallel efficiency of ~10 ms and ~1 ms tasks
 //   network_bench large       one 2e9-path Monte Carlo job in 1,000 tasks
+//   network_bench idle        CPU of a connected, idle network
+//   network_bench redundancy  compute and wall time of 2/2 and adaptive replication
+//   network_bench signatures  the cost of signing and verifying one message
 //   network_bench all
 //
 // Efficiency = (single-threaded time of the same tasks in one loop / 2) /
@@ -19,7 +22,9 @@
 #include "apps/registry.h"
 #include "cli/client.h"
 #include "coordinator/server.h"
+#include "common/crypto.h"
 #include "core/job_spec.h"
+#include "protocol/signing.h"
 
 namespace claw {
 namespace {
@@ -185,6 +190,57 @@ void BenchLarge() {
               seq, t, 100.0 * (seq / 2) / t, task_s, 100.0 * (task_s / 2) / t, result.c_str());
 }
 
+// What redundancy costs on one Monte Carlo job of ~5 ms tasks: the compute
+// spent (the workers' task time, every replica counted) and the wall time,
+// against the same job run once per task, all on the same network.
+void BenchRedundancy() {
+  uint64_t paths = CalibratePaths(0.005);
+  auto spec = [&](const std::string& redundancy) {
+    return R"({"app":"montecarlo","tasks":1000,)" + redundancy +
+           R"(,"params":{"model":"european_call","paths":)" + std::to_string(1000 * paths) + "}}";
+  };
+  LocalNetwork net(2);
+  double once_s = 0, once_wall = net.RunJob(spec(R"("replication":1)"), nullptr, &once_s);
+  std::printf("redundancy, 1000 tasks of ~5 ms on 2 agents (compute = workers' task time):\n");
+  std::printf("  replication 1            %6.2f s compute  %5.2f s wall   1.00x\n", once_s,
+              once_wall);
+  struct Run {
+    const char* name;
+    std::string redundancy;
+  };
+  for (const Run& r : {Run{"adaptive 2/2, new agents", R"("replication":2,"quorum":2)"},
+                       Run{"adaptive 2/2, trusted   ", R"("replication":2,"quorum":2)"},
+                       Run{"strict 2/2              ",
+                           R"("replication":2,"quorum":2,"adaptive":false)"}}) {
+    double task_s = 0, wall = net.RunJob(spec(r.redundancy), nullptr, &task_s);
+    std::printf("  %s %6.2f s compute  %5.2f s wall   %.2fx compute, %.2fx wall\n", r.name,
+                task_s, wall, task_s / once_s, wall / once_wall);
+  }
+}
+
+// Sign + verify of one message's digest, the per-message cost of signatures
+// each way, set against a no-op task's cost.
+void BenchSignatures() {
+  v1::AgentMessage m;
+  for (int i = 0; i < 128; ++i) {
+    auto* r = m.add_results();
+    r->set_lease_id(1000 + i);
+    r->set_output(std::string(24, 'x'));
+    r->set_runtime_us(3);
+  }
+  KeyPair kp = GenerateSigningKey();
+  constexpr int kRounds = 2000;
+  Stopwatch w;
+  for (int i = 0; i < kRounds; ++i) {
+    SignReports("a-0123456789ab", kp.secret_key, &m);
+    if (!ReportsVerify("a-0123456789ab", kp.public_key, m)) std::exit(1);
+  }
+  double us = w.Micros() / kRounds;
+  std::printf("signatures: sign + verify of a 128-report message %.1f us (both directions: "
+              "%.1f us per message pair, %.2f us per task at 128 tasks per message)\n",
+              us, 2 * us, 2 * us / 128);
+}
+
 // What an idle network (connected, no jobs) costs in CPU.
 void BenchIdle() {
   LocalNetwork net(2);
@@ -208,5 +264,7 @@ int main(int argc, char** argv) {
   }
   if (what == "large" || what == "all") claw::BenchLarge();
   if (what == "idle" || what == "all") claw::BenchIdle();
+  if (what == "redundancy" || what == "all") claw::BenchRedundancy();
+  if (what == "signatures" || what == "all") claw::BenchSignatures();
   return 0;
 }

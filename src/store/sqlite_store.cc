@@ -78,11 +78,13 @@ class Stmt {
     }
   }
   ~Stmt() { sqlite3_finalize(s_); }
-  Stmt(Stmt&& o) noexcept : db_(o.db_), s_(std::exchange(o.s_, nullptr)), error_(o.error_) {}
+  Stmt(Stmt&& o) noexcept
+      : db_(o.db_), s_(std::exchange(o.s_, nullptr)), error_(o.error_), index_(std::move(o.index_)) {}
   Stmt& operator=(Stmt&& o) noexcept {
     std::swap(s_, o.s_);
     db_ = o.db_;
     error_ = o.error_;
+    index_.swap(o.index_);
     return *this;
   }
   const std::string& error() const { return error_; }
@@ -126,10 +128,20 @@ class Stmt {
   }
 
  private:
-  int Index(const char* name) { return sqlite3_bind_parameter_index(s_, name); }
+  // Parameter names are string literals: remembered by address, so the hot
+  // path does not look names up in SQLite on every bind.
+  int Index(const char* name) {
+    for (const auto& [n, i] : index_) {
+      if (n == name) return i;
+    }
+    int i = sqlite3_bind_parameter_index(s_, name);
+    index_.emplace_back(name, i);
+    return i;
+  }
   sqlite3* db_ = nullptr;
   sqlite3_stmt* s_ = nullptr;
   std::string error_;
+  std::vector<std::pair<const char*, int>> index_;
 };
 
 class SqliteStore final : public Store {
