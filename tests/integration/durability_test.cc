@@ -1,8 +1,6 @@
 // Faults with real processes: kill -9 of the coordinator, an agent, a worker.
 #include <sqlite3.h>
 
-#include "apps/registry.h"
-#include "core/job_spec.h"
 #include "harness.h"
 
 namespace claw::testing {
@@ -14,18 +12,6 @@ using std::chrono::seconds;
 const char* kBigJob =
     R"({"app":"montecarlo","name":"durable","tasks":2000,"seed":77,)"
     R"("params":{"model":"european_call","paths":40000000}})";
-
-// The result the job must have: the same spec computed in this process.
-std::string ReferenceResult(const std::string& spec_json) {
-  AppRegistry apps = BuiltinApps();
-  auto planned = ParseAndPlanJob(spec_json, apps);
-  EXPECT_TRUE(planned.ok());
-  const App* app = apps.Find(planned->spec.app);
-  std::vector<std::string> outs;
-  for (const auto& t : planned->tasks) outs.push_back(*app->Run(t.params));
-  std::vector<std::string_view> views(outs.begin(), outs.end());
-  return app->Merge(planned->spec, views)->dump();
-}
 
 int64_t CountDoneTasks(const std::string& db_path, const std::string& job) {
   sqlite3* db = nullptr;

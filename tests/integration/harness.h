@@ -22,7 +22,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "apps/registry.h"
 #include "cli/client.h"
+#include "core/job_spec.h"
 
 extern char** environ;
 
@@ -46,6 +48,18 @@ inline int FreePort() {
   getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   close(fd);
   return ntohs(a.sin_port);
+}
+
+// The result a job must have: the same spec computed in this process.
+inline std::string ReferenceResult(const std::string& spec_json) {
+  AppRegistry apps = BuiltinApps();
+  auto planned = ParseAndPlanJob(spec_json, apps);
+  EXPECT_TRUE(planned.ok());
+  const App* app = apps.Find(planned->spec.app);
+  std::vector<std::string> outs;
+  for (const auto& t : planned->tasks) outs.push_back(*app->Run(t.params));
+  std::vector<std::string_view> views(outs.begin(), outs.end());
+  return app->Merge(planned->spec, views)->dump();
 }
 
 inline bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds limit) {
