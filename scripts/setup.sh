@@ -12,9 +12,10 @@ DEBIAN_PACKAGES=(
   libcli11-dev libspdlog-dev libzstd-dev libsystemd-dev
   libgtest-dev libbenchmark-dev
   bubblewrap curl
+  clang libclang-rt-14-dev
 )
 BREW_PACKAGES=(cmake pkg-config grpc protobuf sqlite libsodium nlohmann-json
-  cpp-httplib cli11 spdlog zstd googletest google-benchmark)
+  cpp-httplib cli11 spdlog zstd googletest google-benchmark llvm)
 
 case "$(uname -s)" in
   Linux)

@@ -147,13 +147,15 @@ Status Agent::LoadOrEnroll() {
   std::string path = options_.state_dir + "/identity.json";
   if (std::ifstream f(path); f) {
     auto j = nlohmann::json::parse(f, nullptr, false);
-    if (j.is_object() && j.contains("agent_id") && j.contains("secret_key")) {
+    if (j.is_object() && j.contains("agent_id") && j["agent_id"].is_string() &&
+        j.contains("secret_key")) {
       identity_.agent_id = j["agent_id"].get<std::string>();
       auto key = FromHex(j["secret_key"].is_string() ? j["secret_key"].get<std::string>() : "");
       std::string secret = key.ok() ? *key : "";
       identity_.secret_key = secret;
       identity_.public_key = secret.size() == 64 ? secret.substr(32) : "";
-      auto ckey = FromHex(j.value("coordinator_key", ""));
+      auto ckey = FromHex(j["coordinator_key"].is_string() ? j["coordinator_key"].get<std::string>()
+                                                           : "");
       identity_.coordinator_key = ckey.ok() ? *ckey : "";
       if (identity_.public_key.size() == 32 && identity_.coordinator_key.size() == 32) {
         return Status::Ok();

@@ -15,12 +15,17 @@ SensorReadings FileSensors::Read(const std::vector<pid_t>&) {
     r.user_idle = Duration(0);
     return r;
   }
-  r.other_cpu = j.value("other_cpu", 0.0);
-  if (j.contains("user_idle_s") && j["user_idle_s"].is_number()) {
-    r.user_idle = Duration(static_cast<int64_t>(j["user_idle_s"].get<double>() * 1e6));
+  try {
+    r.other_cpu = j.value("other_cpu", 0.0);
+    if (j.contains("user_idle_s") && j["user_idle_s"].is_number()) {
+      r.user_idle = Duration(static_cast<int64_t>(j["user_idle_s"].get<double>() * 1e6));
+    }
+    r.on_ac = j.value("on_ac", true);
+    r.thermal_throttled = j.value("thermal_throttled", false);
+  } catch (const nlohmann::json::exception&) {  // a field of the wrong type
+    r = SensorReadings{};
+    r.user_idle = Duration(0);
   }
-  r.on_ac = j.value("on_ac", true);
-  r.thermal_throttled = j.value("thermal_throttled", false);
   return r;
 }
 

@@ -132,12 +132,18 @@ void AddAgent(CLI::App& cli) {
       std::ifstream f(*config);
       auto j = nlohmann::json::parse(f, nullptr, false);
       if (!f || !j.is_object()) throw CLI::RuntimeError(Fail(InvalidArgument(*config + ": not a JSON object")));
-      opts->availability.max_other_cpu = j.value("max_other_cpu", opts->availability.max_other_cpu);
-      *idle_min = j.value("idle_minutes", *idle_min);
-      *allow_battery = j.value("allow_battery", *allow_battery);
-      *grace_s = j.value("grace_s", *grace_s);
-      opts->slots = j.value("slots", opts->slots);
-      opts->availability.always = j.value("always", opts->availability.always);
+      try {
+        opts->availability.max_other_cpu =
+            j.value("max_other_cpu", opts->availability.max_other_cpu);
+        *idle_min = j.value("idle_minutes", *idle_min);
+        *allow_battery = j.value("allow_battery", *allow_battery);
+        *grace_s = j.value("grace_s", *grace_s);
+        opts->slots = j.value("slots", opts->slots);
+        opts->availability.always = j.value("always", opts->availability.always);
+      } catch (const nlohmann::json::exception& e) {
+        throw CLI::RuntimeError(Fail(InvalidArgument(*config + ": a field has the wrong type (" +
+                                                     e.what() + ")")));
+      }
     }
     if (opts->token.empty() && !token_file->empty()) {
       std::ifstream f(*token_file);

@@ -15,7 +15,7 @@ Result<JobSpec> ParseJobSpec(std::string_view json_text, const AppRegistry& apps
     try {
       auto unused = nlohmann::json::parse(json_text);
       (void)unused;
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for huge numbers
       return InvalidArgument(std::string("spec: malformed JSON: ") + e.what());
     }
     return InvalidArgument("spec: malformed JSON");

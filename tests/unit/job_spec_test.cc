@@ -52,3 +52,20 @@ TEST(JobSpec, RoundTripsThroughStoredForm) {
 
 }  // namespace
 }  // namespace claw
+
+namespace claw {
+namespace {
+
+// Found by fuzz_job_spec: a number too large for a double made the JSON
+// library throw an exception the parser did not catch.
+TEST(JobSpecFuzzFinds, ANumberTooLargeIsAClearError) {
+  AppRegistry apps = BuiltinApps();
+  auto r = ParseAndPlanJob(R"({"app":"noop","tasks":1e999999})", apps);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("malformed JSON"), std::string::npos)
+      << r.status().message();
+}
+
+}  // namespace
+}  // namespace claw

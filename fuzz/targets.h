@@ -1,0 +1,172 @@
+// The bodies of the fuzz targets, shared by the libFuzzer programs in this
+// folder (clang, `make fuzz`) and by the regression test that replays saved
+// inputs in every build (tests/unit/fuzz_regressions_test.cc).
+//
+// Each builds what it needs afresh for every input (a coordinator on an
+// in-memory store with a fake clock), so that an input reproduces alone. A
+// broken invariant aborts, which is what the fuzzer reports.
+#pragma once
+
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "apps/registry.h"
+#include "common/crypto.h"
+#include "coordinator/coordinator.h"
+#include "core/job_spec.h"
+#include "protocol/signing.h"
+#include "store/store.h"
+
+namespace claw {
+
+inline void FuzzCheck(bool ok, const char* what) {
+  if (!ok) {
+    std::fprintf(stderr, "fuzz invariant broken: %s\n", what);
+    std::abort();
+  }
+}
+
+inline const AppRegistry& FuzzApps() {
+  static const AppRegistry apps = BuiltinApps();
+  return apps;
+}
+
+// Parsing and planning succeed, or fail with a message; an accepted spec's
+// canonical form parses again to the same thing.
+inline void FuzzJobSpec(std::string_view input) {
+  auto planned = ParseAndPlanJob(input, FuzzApps());
+  if (!planned.ok()) {
+    FuzzCheck(!planned.status().message().empty(), "an error without a message");
+    return;
+  }
+  FuzzCheck(planned->tasks.size() == planned->spec.tasks, "task count differs from the plan");
+  FuzzCheck(planned->spec.quorum >= 1 && planned->spec.quorum <= planned->spec.replication,
+            "quorum outside 1..replication");
+  std::string canonical = planned->spec.ToJson().dump();
+  auto again = ParseJobSpec(canonical, FuzzApps());
+  FuzzCheck(again.ok(), "a canonical spec does not parse");
+  FuzzCheck(again->ToJson().dump() == canonical, "the canonical spec is not stable");
+}
+
+// A coordinator with one connected agent and a small job leased to it.
+class FuzzNetwork {
+ public:
+  class Sink final : public SessionSink {
+   public:
+    void Send(const v1::CoordinatorMessage& m) override {
+      for (const auto& a : m.assignments()) leases.push_back(a.lease_id());
+    }
+    void Close(const Status&) override { closed = true; }
+    std::vector<uint64_t> leases;
+    bool closed = false;
+  };
+
+  FuzzNetwork() {
+    store_ = NewMemoryStore();
+    CoordinatorOptions options;
+    options.signing_key = coordinator_key_.secret_key;
+    coordinator_ = std::move(
+        Coordinator::Create(store_.get(), &FuzzApps(), &clock_, options, NullLogger()).value());
+    auto tokens = coordinator_->CreateEnrollTokens(1, std::chrono::hours(1));
+    v1::EnrollRequest req;
+    req.set_token((*tokens)[0]);
+    req.set_public_key(agent_key_.public_key);
+    agent_id_ = coordinator_->Enroll(req).value().agent_id();
+    FuzzCheck(coordinator_->OpenSession(Hello(), &sink_).ok(), "the session does not open");
+    coordinator_->Submit(R"({"app":"noop","tasks":4,"replication":2})", "fuzz").value();
+    v1::AgentMessage want;
+    want.set_want(4);
+    coordinator_->OnAgentMessage(&sink_, want);
+  }
+  ~FuzzNetwork() { coordinator_->CloseSession(&sink_); }
+
+  v1::Hello Hello() const {
+    v1::Hello h;
+    h.set_agent_id(agent_id_);
+    h.set_unix_ms(clock_.Now().unix_ms());
+    h.set_signature(Sign("claw-session-v1|" + agent_id_ + "|" + std::to_string(h.unix_ms()),
+                         agent_key_.secret_key));
+    return h;
+  }
+  Coordinator& coordinator() { return *coordinator_; }
+  Sink& sink() { return sink_; }
+  const std::string& agent_id() const { return agent_id_; }
+  const KeyPair& agent_key() const { return agent_key_; }
+
+ private:
+  FakeClock clock_;
+  KeyPair coordinator_key_ = GenerateSigningKey();
+  KeyPair agent_key_ = GenerateSigningKey();
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Coordinator> coordinator_;
+  std::string agent_id_;
+  Sink sink_;
+};
+
+// The first byte picks how the rest is delivered: as a session message
+// (signed properly, so that it reaches the scheduler, or as it is), or as
+// the Hello of a second session.
+inline void FuzzAgentMessage(std::string_view input) {
+  if (input.empty()) return;
+  FuzzNetwork net;
+  uint8_t mode = static_cast<uint8_t>(input[0]) % 3;
+  input.remove_prefix(1);
+  if (mode == 2) {
+    v1::Hello hello;
+    if (!hello.ParseFromArray(input.data(), static_cast<int>(input.size()))) return;
+    FuzzNetwork::Sink other;
+    auto opened = net.coordinator().OpenSession(hello, &other);
+    if (opened.ok()) net.coordinator().CloseSession(&other);
+    return;
+  }
+  v1::AgentMessage msg;
+  if (!msg.ParseFromArray(input.data(), static_cast<int>(input.size()))) return;
+  if (mode == 0) {
+    // Point its reports at leases the agent really holds, half the time.
+    auto& leases = net.sink().leases;
+    for (int i = 0; i < msg.results_size() && !leases.empty(); ++i) {
+      if (msg.results(i).lease_id() % 2 == 0) {
+        msg.mutable_results(i)->set_lease_id(leases[msg.results(i).lease_id() / 2 % leases.size()]);
+      }
+    }
+    SignReports(net.agent_id(), net.agent_key().secret_key, &msg);
+  }
+  uint64_t accepted_before = net.coordinator().Metrics().results_accepted;
+  net.coordinator().OnAgentMessage(&net.sink(), msg);
+  CoordinatorMetrics m = net.coordinator().Metrics();
+  FuzzCheck(m.results_accepted - accepted_before <= static_cast<uint64_t>(msg.results_size()),
+            "more results accepted than were sent");
+  FuzzCheck(m.results_accepted <= 8, "more results accepted than replicas exist");
+  if (net.sink().closed) return;
+  auto jobs = net.coordinator().ListJobs(10);
+  FuzzCheck(jobs.size() == 1, "the job count changed");
+  FuzzCheck(jobs[0].tasks_done() <= jobs[0].tasks_total(), "more tasks done than exist");
+}
+
+// Lines: a spec to submit, then job ids to read, watch, fetch and cancel.
+inline void FuzzClientRequests(std::string_view input) {
+  FuzzNetwork net;
+  size_t nl = input.find('\n');
+  std::string_view spec = input.substr(0, nl);
+  auto submitted = net.coordinator().Submit(spec, "fuzz");
+  FuzzCheck(submitted.ok() || !submitted.status().message().empty(), "a silent refusal");
+  class Watcher final : public JobWatcher {
+   public:
+    void OnJob(const v1::JobInfo&) override {}
+  } watcher;
+  while (nl != std::string_view::npos) {
+    input.remove_prefix(nl + 1);
+    nl = input.find('\n');
+    std::string id(input.substr(0, nl));
+    if (id == "$") id = submitted.ok() ? *submitted : "";
+    (void)net.coordinator().GetJob(id);
+    (void)net.coordinator().GetResults(id);
+    if (net.coordinator().Watch(id, &watcher).ok()) net.coordinator().Unwatch(&watcher);
+    (void)net.coordinator().Cancel(id);
+  }
+  size_t expected = 1 + (submitted.ok() ? 1 : 0);
+  FuzzCheck(net.coordinator().ListJobs(100).size() == expected, "the job count is wrong");
+}
+
+}  // namespace claw
