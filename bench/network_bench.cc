@@ -39,6 +39,7 @@ class LocalNetwork {
     so.grpc_port = 0;
     so.http_port = -1;
     so.enroll_tokens = agents;
+    so.insecure_local = true;
     server_ = std::move(CoordinatorServer::Start(so, &apps_, NullLogger()).value());
     for (size_t i = 0; i < agents; ++i) {
       AgentOptions ao;

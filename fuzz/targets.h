@@ -74,7 +74,8 @@ class FuzzNetwork {
     req.set_public_key(agent_key_.public_key);
     agent_id_ = coordinator_->Enroll(req).value().agent_id();
     FuzzCheck(coordinator_->OpenSession(Hello(), &sink_).ok(), "the session does not open");
-    coordinator_->Submit(R"({"app":"noop","tasks":4,"replication":2})", "fuzz").value();
+    first_job_ =
+        coordinator_->Submit(R"({"app":"noop","tasks":4,"replication":2})", owner_).value();
     v1::AgentMessage want;
     want.set_want(4);
     coordinator_->OnAgentMessage(&sink_, want);
@@ -93,6 +94,10 @@ class FuzzNetwork {
   Sink& sink() { return sink_; }
   const std::string& agent_id() const { return agent_id_; }
   const KeyPair& agent_key() const { return agent_key_; }
+  // The first job's owner, and a user who may not see it.
+  const UserRecord& owner() const { return owner_; }
+  const UserRecord& stranger() const { return stranger_; }
+  const std::string& first_job() const { return first_job_; }
 
  private:
   FakeClock clock_;
@@ -102,6 +107,9 @@ class FuzzNetwork {
   std::unique_ptr<Coordinator> coordinator_;
   std::string agent_id_;
   Sink sink_;
+  UserRecord owner_{"owner", "researcher", "", Time{}};
+  UserRecord stranger_{"stranger", "free", "", Time{}};
+  std::string first_job_;
 };
 
 // The first byte picks how the rest is delivered: as a session message
@@ -139,17 +147,20 @@ inline void FuzzAgentMessage(std::string_view input) {
             "more results accepted than were sent");
   FuzzCheck(m.results_accepted <= 8, "more results accepted than replicas exist");
   if (net.sink().closed) return;
-  auto jobs = net.coordinator().ListJobs(10);
+  auto jobs = net.coordinator().ListJobs(10, LocalUser());
   FuzzCheck(jobs.size() == 1, "the job count changed");
   FuzzCheck(jobs[0].tasks_done() <= jobs[0].tasks_total(), "more tasks done than exist");
 }
 
-// Lines: a spec to submit, then job ids to read, watch, fetch and cancel.
+// Lines: a spec to submit, then job ids to read, watch, fetch and cancel
+// ("$": the job just submitted, "^": another user's job, which must stay out
+// of reach).
 inline void FuzzClientRequests(std::string_view input) {
   FuzzNetwork net;
+  const UserRecord& me = net.stranger();
   size_t nl = input.find('\n');
   std::string_view spec = input.substr(0, nl);
-  auto submitted = net.coordinator().Submit(spec, "fuzz");
+  auto submitted = net.coordinator().Submit(spec, me);
   FuzzCheck(submitted.ok() || !submitted.status().message().empty(), "a silent refusal");
   class Watcher final : public JobWatcher {
    public:
@@ -160,13 +171,18 @@ inline void FuzzClientRequests(std::string_view input) {
     nl = input.find('\n');
     std::string id(input.substr(0, nl));
     if (id == "$") id = submitted.ok() ? *submitted : "";
-    (void)net.coordinator().GetJob(id);
-    (void)net.coordinator().GetResults(id);
-    if (net.coordinator().Watch(id, &watcher).ok()) net.coordinator().Unwatch(&watcher);
-    (void)net.coordinator().Cancel(id);
+    if (id == "^") id = net.first_job();
+    bool mine = submitted.ok() && id == *submitted;
+    FuzzCheck(net.coordinator().GetJob(id, me).ok() == mine, "a job seen by someone else");
+    (void)net.coordinator().GetResults(id, me);
+    if (net.coordinator().Watch(id, me, &watcher).ok()) net.coordinator().Unwatch(&watcher);
+    (void)net.coordinator().Cancel(id, me);
   }
   size_t expected = 1 + (submitted.ok() ? 1 : 0);
-  FuzzCheck(net.coordinator().ListJobs(100).size() == expected, "the job count is wrong");
+  FuzzCheck(net.coordinator().ListJobs(100, LocalUser()).size() == expected,
+            "the job count is wrong");
+  FuzzCheck(net.coordinator().GetJob(net.first_job(), net.owner())->state() == "running",
+            "another user's job was changed");
 }
 
 }  // namespace claw

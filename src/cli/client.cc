@@ -12,8 +12,8 @@ Status FromGrpc(const grpc::Status& st) {
     case C::NOT_FOUND: return NotFound(st.error_message());
     case C::ALREADY_EXISTS: return {StatusCode::kAlreadyExists, st.error_message()};
     case C::FAILED_PRECONDITION: return FailedPrecondition(st.error_message());
-    case C::PERMISSION_DENIED:
-    case C::UNAUTHENTICATED: return PermissionDenied(st.error_message());
+    case C::PERMISSION_DENIED: return PermissionDenied(st.error_message());
+    case C::UNAUTHENTICATED: return Unauthenticated(st.error_message());
     case C::RESOURCE_EXHAUSTED: return ResourceExhausted(st.error_message());
     case C::UNAVAILABLE:
     case C::DEADLINE_EXCEEDED: return Unavailable("coordinator unreachable: " + st.error_message());
@@ -21,7 +21,8 @@ Status FromGrpc(const grpc::Status& st) {
   }
 }
 
-Client::Client(const std::string& target, std::chrono::milliseconds timeout) : timeout_(timeout) {
+Client::Client(const std::string& target, std::chrono::milliseconds timeout, std::string api_token)
+    : timeout_(timeout), api_token_(std::move(api_token)) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   args.SetMaxSendMessageSize(64 << 20);
@@ -31,6 +32,7 @@ Client::Client(const std::string& target, std::chrono::milliseconds timeout) : t
 
 void Client::Prepare(grpc::ClientContext* ctx) const {
   ctx->set_deadline(std::chrono::system_clock::now() + timeout_);
+  if (!api_token_.empty()) ctx->AddMetadata("authorization", "Bearer " + api_token_);
 }
 
 template <typename Req, typename Resp>
@@ -79,6 +81,15 @@ Result<std::vector<v1::AgentInfo>> Client::ListAgents() {
   return std::vector<v1::AgentInfo>(r->agents().begin(), r->agents().end());
 }
 
+Result<std::string> Client::AddUser(const std::string& name, const std::string& tier) {
+  v1::AddUserRequest req;
+  req.set_name(name);
+  req.set_tier(tier);
+  auto r = Unary(&v1::ClientService::Stub::AddUser, req);
+  if (!r.ok()) return r.status();
+  return r->token();
+}
+
 Result<v1::JobInfo> Client::Cancel(const std::string& id) {
   return Unary(&v1::ClientService::Stub::CancelJob, Ref(id));
 }
@@ -89,7 +100,8 @@ Result<v1::GetResultsResponse> Client::Results(const std::string& id) {
 
 Result<v1::JobInfo> Client::Watch(const std::string& id,
                                   const std::function<void(const v1::JobInfo&)>& on_update) {
-  grpc::ClientContext ctx;
+  grpc::ClientContext ctx;  // no deadline: a job may run for days
+  if (!api_token_.empty()) ctx.AddMetadata("authorization", "Bearer " + api_token_);
   v1::JobRef req;
   req.set_job_id(id);
   auto reader = stub_->WatchJob(&ctx, req);

@@ -15,12 +15,16 @@ namespace claw {
 class Client {
  public:
   // `target` is host:port. Calls time out after `timeout` (not WatchJob).
+  // `api_token` goes with every call (empty: none, for --insecure-local).
   explicit Client(const std::string& target,
-                  std::chrono::milliseconds timeout = std::chrono::seconds(30));
+                  std::chrono::milliseconds timeout = std::chrono::seconds(30),
+                  std::string api_token = "");
   Result<std::string> Submit(const std::string& spec_json);
   Result<v1::JobInfo> GetJob(const std::string& id);
   Result<std::vector<v1::JobInfo>> ListJobs(uint32_t limit);
   Result<std::vector<v1::AgentInfo>> ListAgents();
+  // Admin only: creates a user and returns its API token.
+  Result<std::string> AddUser(const std::string& name, const std::string& tier);
   Result<v1::JobInfo> Cancel(const std::string& id);
   Result<v1::GetResultsResponse> Results(const std::string& id);
   // Calls `on_update` with each snapshot until the job ends; returns the last.
@@ -36,6 +40,7 @@ class Client {
                      const Req& req);
   std::unique_ptr<v1::ClientService::Stub> stub_;
   std::chrono::milliseconds timeout_;
+  std::string api_token_;
 };
 
 Status FromGrpc(const grpc::Status& st);

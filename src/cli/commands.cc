@@ -44,6 +44,16 @@ std::string DefaultCoordinator() {
   return env ? env : "127.0.0.1:7450";
 }
 
+// Where client commands go, and as whom.
+struct ClientConfig {
+  std::string coordinator;
+  std::string api_token;
+};
+
+Client Connect(const ClientConfig& c) {
+  return Client(c.coordinator, std::chrono::seconds(30), c.api_token);
+}
+
 void PrintJob(const v1::JobInfo& j) {
   std::printf("%-14s %-10s %-10s %-9s %7u/%-7u running %-5u %s\n", j.job_id().c_str(),
               j.app().c_str(), j.name().empty() ? "-" : j.name().c_str(), j.state().c_str(),
@@ -69,6 +79,8 @@ void AddCoordinator(CLI::App& cli) {
       ->capture_default_str();
   cmd->add_option("--sync", opts->sqlite.synchronous, "SQLite synchronous mode: NORMAL or FULL")
       ->capture_default_str();
+  cmd->add_flag("--insecure-local", opts->insecure_local,
+                "No API tokens: every client call is the local user (loopback only)");
   auto* init = cmd->add_subcommand(
       "init", "Create the coordinator's keys in the data directory (done on first start too)");
   init->add_option("--data", opts->data_dir, "Data directory")->capture_default_str();
@@ -198,7 +210,7 @@ nlohmann::json ParseParams(const std::vector<std::string>& kvs) {
   return p;
 }
 
-void AddSubmit(CLI::App& cli, std::shared_ptr<std::string> target) {
+void AddSubmit(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
   auto* cmd = cli.add_subcommand("submit", "Submit a job (spec file, '-' for stdin, or flags)");
   auto file = std::make_shared<std::string>();
   auto app = std::make_shared<std::string>();
@@ -230,7 +242,7 @@ void AddSubmit(CLI::App& cli, std::shared_ptr<std::string> target) {
     } else {
       throw CLI::RuntimeError(Fail(InvalidArgument("give a spec file or --app")));
     }
-    Client client(*target);
+    Client client = Connect(*target);
     auto id = client.Submit(spec);
     if (!id.ok()) throw CLI::RuntimeError(Fail(id.status()));
     if (!*wait) {
@@ -246,7 +258,7 @@ void AddSubmit(CLI::App& cli, std::shared_ptr<std::string> target) {
   });
 }
 
-void AddQueries(CLI::App& cli, std::shared_ptr<std::string> target) {
+void AddQueries(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
   auto json = std::make_shared<bool>(false);
   auto limit = std::make_shared<uint32_t>(50);
   auto* jobs = cli.add_subcommand("jobs", "List recent jobs");
@@ -254,7 +266,7 @@ void AddQueries(CLI::App& cli, std::shared_ptr<std::string> target) {
   jobs->add_flag("--json", *json, "Print JSON");
   jobs->fallthrough();
   jobs->callback([=] {
-    auto list = Client(*target).ListJobs(*limit);
+    auto list = Connect(*target).ListJobs(*limit);
     if (!list.ok()) throw CLI::RuntimeError(Fail(list.status()));
     if (*json) {
       nlohmann::json a = nlohmann::json::array();
@@ -269,7 +281,7 @@ void AddQueries(CLI::App& cli, std::shared_ptr<std::string> target) {
   agents->add_flag("--json", *json, "Print JSON");
   agents->fallthrough();
   agents->callback([=] {
-    auto list = Client(*target).ListAgents();
+    auto list = Connect(*target).ListAgents();
     if (!list.ok()) throw CLI::RuntimeError(Fail(list.status()));
     if (*json) {
       nlohmann::json a = nlohmann::json::array();
@@ -296,7 +308,7 @@ void AddQueries(CLI::App& cli, std::shared_ptr<std::string> target) {
   status->add_flag("--json", *json, "Print JSON");
   status->fallthrough();
   status->callback([=] {
-    auto info = Client(*target).GetJob(*job_id);
+    auto info = Connect(*target).GetJob(*job_id);
     if (!info.ok()) throw CLI::RuntimeError(Fail(info.status()));
     if (*json) {
       std::printf("%s\n", JobInfoToJson(*info).dump(2).c_str());
@@ -310,7 +322,7 @@ void AddQueries(CLI::App& cli, std::shared_ptr<std::string> target) {
   results->add_flag("--json", *json, "Print JSON (job and result)");
   results->fallthrough();
   results->callback([=] {
-    auto r = Client(*target).Results(*job_id);
+    auto r = Connect(*target).Results(*job_id);
     if (!r.ok()) throw CLI::RuntimeError(Fail(r.status()));
     if (r->job().state() != "done") {
       throw CLI::RuntimeError(Fail(FailedPrecondition(
@@ -324,7 +336,7 @@ void AddQueries(CLI::App& cli, std::shared_ptr<std::string> target) {
   cancel->add_option("job", *job_id, "Job id")->required();
   cancel->fallthrough();
   cancel->callback([=] {
-    auto info = Client(*target).Cancel(*job_id);
+    auto info = Connect(*target).Cancel(*job_id);
     if (!info.ok()) throw CLI::RuntimeError(Fail(info.status()));
     PrintJob(*info);
   });
@@ -345,19 +357,54 @@ void AddWorker(CLI::App& cli) {
   });
 }
 
+// ---- users ---------------------------------------------------------------------------------
+
+void AddUsers(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
+  auto* users = cli.add_subcommand("users", "Manage users of the client API (admin)");
+  users->require_subcommand(1);
+  auto name = std::make_shared<std::string>();
+  auto tier = std::make_shared<std::string>("free");
+  auto data = std::make_shared<std::string>("./claw-data");
+  auto* add = users->add_subcommand("add", "Create a user and print its API token (shown once)");
+  add->add_option("name", *name, "User name (a-z 0-9 . _ -)")->required();
+  add->add_option("--tier", *tier, "free, researcher, professional or enterprise")
+      ->capture_default_str();
+  add->add_option("--data", *data,
+                  "Coordinator data directory, to read admin-token from when no --api-token")
+      ->capture_default_str();
+  add->callback([=] {
+    ClientConfig c = *target;
+    if (c.api_token.empty()) {
+      std::ifstream f(*data + "/admin-token");
+      std::getline(f, c.api_token);
+    }
+    auto token = Connect(c).AddUser(*name, *tier);
+    if (!token.ok()) throw CLI::RuntimeError(Fail(token.status()));
+    std::printf("%s\n", token->c_str());
+    std::fflush(stdout);
+    std::fprintf(stderr, "user %s (%s) created; give them the token above (CLAW_TOKEN)\n",
+                 name->c_str(), tier->c_str());
+  });
+}
+
 }  // namespace
 
 int RunCli(int argc, char** argv) {
   CLI::App cli{"claw: OpenClaw Compute — a compute network of idle machines"};
   cli.require_subcommand(1);
-  auto target = std::make_shared<std::string>(DefaultCoordinator());
-  cli.add_option("--coordinator,-c", *target,
+  auto target = std::make_shared<ClientConfig>();
+  target->coordinator = DefaultCoordinator();
+  if (const char* env = std::getenv("CLAW_TOKEN")) target->api_token = env;
+  cli.add_option("--coordinator,-c", target->coordinator,
                  "Coordinator host:port for client commands (env CLAW_COORDINATOR)")
       ->capture_default_str();
+  cli.add_option("--api-token", target->api_token,
+                 "API token for client commands (env CLAW_TOKEN; `claw users add` makes one)");
   AddCoordinator(cli);
   AddAgent(cli);
   AddSubmit(cli, target);
   AddQueries(cli, target);
+  AddUsers(cli, target);
   AddDemo(cli, &g_interrupted, InstallSignalHandlers);
   AddWorker(cli);
   try {

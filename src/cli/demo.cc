@@ -32,6 +32,7 @@ int RunDemo(const DemoOptions& o, std::atomic<bool>* interrupted) {
   so.grpc_port = 0;
   so.http_port = o.http_port;
   so.enroll_tokens = o.agents;
+  so.insecure_local = true;  // one person on one machine, loopback only
   auto server = CoordinatorServer::Start(so, &apps, NullLogger());
   if (!server.ok() && o.http_port != 0) {  // the usual port is taken: any will do
     so.http_port = 0;

@@ -20,7 +20,8 @@ enum class StatusCode {
   kNotFound,          // no such job, agent, lease
   kAlreadyExists,
   kFailedPrecondition,  // valid request, wrong state (e.g. cancel a finished job)
-  kPermissionDenied,  // bad token, bad signature
+  kPermissionDenied,  // bad signature, not allowed
+  kUnauthenticated,   // no or unknown API token
   kResourceExhausted,  // too large, over quota
   kUnavailable,       // peer down; retry later
   kInternal,          // a bug or a broken store
@@ -52,6 +53,9 @@ inline Status FailedPrecondition(std::string m) {
 }
 inline Status PermissionDenied(std::string m) {
   return {StatusCode::kPermissionDenied, std::move(m)};
+}
+inline Status Unauthenticated(std::string m) {
+  return {StatusCode::kUnauthenticated, std::move(m)};
 }
 inline Status ResourceExhausted(std::string m) {
   return {StatusCode::kResourceExhausted, std::move(m)};

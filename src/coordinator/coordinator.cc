@@ -425,7 +425,55 @@ v1::JobInfo Coordinator::InfoOf(const JobView& v) const {
   return i;
 }
 
-Result<JobId> Coordinator::Submit(std::string_view spec_json, const std::string& owner) {
+UserRecord LocalUser() { return UserRecord{"local", kAdminTier, "", Time{}}; }
+
+Result<UserRecord> Coordinator::Authenticate(std::string_view token) {
+  if (token.empty()) return Unauthenticated("an API token is required (--api-token or CLAW_TOKEN)");
+  if (token.size() > 256) return Unauthenticated("API token: malformed");
+  std::string hash = Blake2bHex(token);
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = users_by_hash_.find(hash); it != users_by_hash_.end()) return it->second;
+  }
+  auto user = store_->FindUserByToken(hash);
+  if (!user.ok()) return Unauthenticated("API token: unknown");
+  std::lock_guard lock(mu_);
+  users_by_hash_[hash] = *user;
+  return std::move(user).value();
+}
+
+Result<std::string> Coordinator::AddUser(const std::string& name, const std::string& tier) {
+  bool name_ok = !name.empty() && name.size() <= 32 &&
+                 std::all_of(name.begin(), name.end(), [](char c) {
+                   return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+                          c == '_' || c == '.';
+                 });
+  if (!name_ok || name == "local") {
+    return InvalidArgument("name: 1 to 32 of a-z 0-9 . _ - (and not 'local'), got '" + name + "'");
+  }
+  static const char* kTiers[] = {"free", "researcher", "professional", "enterprise", kAdminTier};
+  if (std::find_if(std::begin(kTiers), std::end(kTiers),
+                   [&](const char* t) { return tier == t; }) == std::end(kTiers)) {
+    return InvalidArgument("tier: one of free, researcher, professional, enterprise; got '" +
+                           tier + "'");
+  }
+  std::string token = "cu-" + RandomHex(24);
+  CLAW_RETURN_IF_ERROR(store_->AddUser(UserRecord{name, tier, Blake2bHex(token), clock_->Now()}));
+  log_->info("user added user={} tier={}", name, tier);
+  return token;
+}
+
+Result<JobView> Coordinator::VisibleJob(const JobId& id, const UserRecord& caller) const {
+  auto v = sched_.GetJob(id);
+  // Someone else's job is reported exactly like a missing one.
+  if (!v || (caller.tier != kAdminTier && v->record.owner != caller.name)) {
+    return NotFound("no job '" + id + "'");
+  }
+  return std::move(v).value();
+}
+
+Result<JobId> Coordinator::Submit(std::string_view spec_json, const UserRecord& caller) {
+  const std::string& owner = caller.name;
   // Parse and plan outside the lock: it can be the expensive part.
   auto planned = ParseAndPlanJob(spec_json, *apps_);
   if (!planned.ok()) return planned.status();
@@ -442,22 +490,31 @@ Result<JobId> Coordinator::Submit(std::string_view spec_json, const std::string&
   return id;
 }
 
-Result<v1::JobInfo> Coordinator::GetJob(const JobId& id) {
+Result<v1::JobInfo> Coordinator::GetJob(const JobId& id, const UserRecord& caller) {
   std::lock_guard lock(mu_);
-  auto v = sched_.GetJob(id);
-  if (!v) return NotFound("no job '" + id + "'");
+  auto v = VisibleJob(id, caller);
+  if (!v.ok()) return v.status();
   return InfoOf(*v);
 }
 
-std::vector<v1::JobInfo> Coordinator::ListJobs(size_t limit) {
+std::vector<v1::JobInfo> Coordinator::ListJobs(size_t limit, const UserRecord& caller) {
   std::lock_guard lock(mu_);
   std::vector<v1::JobInfo> out;
-  for (const auto& v : sched_.ListJobs(limit)) out.push_back(InfoOf(v));
+  if (caller.tier == kAdminTier) {
+    for (const auto& v : sched_.ListJobs(limit)) out.push_back(InfoOf(v));
+    return out;
+  }
+  // Most recent first, only the caller's.
+  for (const auto& v : sched_.ListJobs(sched_.job_count())) {
+    if (out.size() >= limit) break;
+    if (v.record.owner == caller.name) out.push_back(InfoOf(v));
+  }
   return out;
 }
 
-Result<v1::JobInfo> Coordinator::Cancel(const JobId& id) {
+Result<v1::JobInfo> Coordinator::Cancel(const JobId& id, const UserRecord& caller) {
   std::lock_guard lock(mu_);
+  if (auto v = VisibleJob(id, caller); !v.ok()) return v.status();
   Time now = clock_->Now();
   CLAW_RETURN_IF_ERROR(sched_.CancelJob(id, now));
   CommitAndNotify(now);
@@ -465,17 +522,18 @@ Result<v1::JobInfo> Coordinator::Cancel(const JobId& id) {
   return InfoOf(*sched_.GetJob(id));
 }
 
-Result<std::pair<v1::JobInfo, std::string>> Coordinator::GetResults(const JobId& id) {
+Result<std::pair<v1::JobInfo, std::string>> Coordinator::GetResults(const JobId& id,
+                                                                     const UserRecord& caller) {
   std::lock_guard lock(mu_);
-  auto v = sched_.GetJob(id);
-  if (!v) return NotFound("no job '" + id + "'");
+  auto v = VisibleJob(id, caller);
+  if (!v.ok()) return v.status();
   return std::make_pair(InfoOf(*v), v->record.result_json);
 }
 
-Status Coordinator::Watch(const JobId& id, JobWatcher* watcher) {
+Status Coordinator::Watch(const JobId& id, const UserRecord& caller, JobWatcher* watcher) {
   std::lock_guard lock(mu_);
-  auto v = sched_.GetJob(id);
-  if (!v) return NotFound("no job '" + id + "'");
+  auto v = VisibleJob(id, caller);
+  if (!v.ok()) return v.status();
   watchers_.emplace(id, watcher);
   watcher->OnJob(InfoOf(*v));
   return Status::Ok();

@@ -112,15 +112,25 @@ class Coordinator {
   // Every enrolled agent with its reputation and whether it is connected.
   Result<std::vector<v1::AgentInfo>> ListAgents();
 
+  // ---- users ----
+  // The user an API token belongs to; Unauthenticated for an unknown one.
+  Result<UserRecord> Authenticate(std::string_view token);
+  // Creates a user; returns its API token, which is shown only this once.
+  // InvalidArgument for a bad name or tier, AlreadyExists for a taken name.
+  Result<std::string> AddUser(const std::string& name, const std::string& tier);
+
   // ---- clients ----
-  Result<JobId> Submit(std::string_view spec_json, const std::string& owner);
-  Result<v1::JobInfo> GetJob(const JobId& id);
-  std::vector<v1::JobInfo> ListJobs(size_t limit);
-  Result<v1::JobInfo> Cancel(const JobId& id);
+  // Every call is made as `caller`: a user sees, watches and cancels only
+  // their own jobs (NotFound for others'), except an admin, who sees all.
+  Result<JobId> Submit(std::string_view spec_json, const UserRecord& caller);
+  Result<v1::JobInfo> GetJob(const JobId& id, const UserRecord& caller);
+  std::vector<v1::JobInfo> ListJobs(size_t limit, const UserRecord& caller);
+  Result<v1::JobInfo> Cancel(const JobId& id, const UserRecord& caller);
   // The job's info and merged result (empty until done).
-  Result<std::pair<v1::JobInfo, std::string>> GetResults(const JobId& id);
+  Result<std::pair<v1::JobInfo, std::string>> GetResults(const JobId& id,
+                                                          const UserRecord& caller);
   // Registers a watcher: it gets the current state at once, then each change.
-  Status Watch(const JobId& id, JobWatcher* watcher);
+  Status Watch(const JobId& id, const UserRecord& caller, JobWatcher* watcher);
   void Unwatch(JobWatcher* watcher);
 
   // ---- time ----
@@ -143,6 +153,8 @@ class Coordinator {
   // Tick when the last update was less than watch_interval ago.
   void NotifyWatchers(const JobId& id, Time now, bool force);
   Status ValidateAgentMessage(const v1::AgentMessage& msg) const;
+  // The job, if it exists and `caller` may see it (mu_ held).
+  Result<JobView> VisibleJob(const JobId& id, const UserRecord& caller) const;
   v1::JobInfo InfoOf(const JobView& v) const;
 
   Store* store_;
@@ -157,11 +169,16 @@ class Coordinator {
   std::unordered_map<AgentId, SessionSink*> session_of_;      // guarded by mu_
   std::unordered_map<AgentId, std::string> public_keys_;      // guarded by mu_ (cache)
   std::unordered_map<AgentId, v1::DeviceReport> devices_;     // guarded by mu_ (last hello)
+  std::unordered_map<std::string, UserRecord> users_by_hash_; // guarded by mu_ (cache)
   std::multimap<JobId, JobWatcher*> watchers_;                // guarded by mu_
   std::unordered_map<JobId, Time> watch_sent_;                // guarded by mu_
   std::set<JobId> watch_pending_;                             // guarded by mu_
   CoordinatorMetrics metrics_;                                // guarded by mu_
 };
+
+// The caller of every client call in --insecure-local mode.
+UserRecord LocalUser();
+inline constexpr const char* kAdminTier = "admin";
 
 // The JSON form of a job's info, as the HTTP API and `--json` print it.
 nlohmann::json JobInfoToJson(const v1::JobInfo& info);

@@ -15,6 +15,7 @@ grpc::Status ToGrpc(const Status& st) {
     case StatusCode::kAlreadyExists: code = C::ALREADY_EXISTS; break;
     case StatusCode::kFailedPrecondition: code = C::FAILED_PRECONDITION; break;
     case StatusCode::kPermissionDenied: code = C::PERMISSION_DENIED; break;
+    case StatusCode::kUnauthenticated: code = C::UNAUTHENTICATED; break;
     case StatusCode::kResourceExhausted: code = C::RESOURCE_EXHAUSTED; break;
     case StatusCode::kUnavailable: code = C::UNAVAILABLE; break;
     case StatusCode::kInternal: code = C::INTERNAL; break;
@@ -124,8 +125,9 @@ class SessionReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
 // the latest state, not every step) and ends when the job ends.
 class WatchReactor final : public grpc::ServerWriteReactor<v1::JobInfo>, public JobWatcher {
  public:
-  WatchReactor(Coordinator* c, const std::string& job) : coordinator_(c) {
-    Status st = coordinator_->Watch(job, this);
+  WatchReactor(Coordinator* c, const std::string& job, const Result<UserRecord>& caller)
+      : coordinator_(c) {
+    Status st = caller.ok() ? coordinator_->Watch(job, *caller, this) : caller.status();
     if (!st.ok()) {
       std::lock_guard lock(mu_);
       finished_ = true;
@@ -199,17 +201,34 @@ grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* AgentServiceI
   return new SessionReactor(coordinator_);
 }
 
+Result<UserRecord> ClientServiceImpl::Caller(grpc::CallbackServerContext* ctx) const {
+  if (insecure_local_) return LocalUser();
+  const auto& md = ctx->client_metadata();
+  auto it = md.find("authorization");
+  std::string_view value = it == md.end() ? std::string_view()
+                                          : std::string_view(it->second.data(), it->second.size());
+  constexpr std::string_view kBearer = "Bearer ";
+  if (value.substr(0, kBearer.size()) != kBearer) {
+    return Unauthenticated("an API token is required: authorization: Bearer <token>");
+  }
+  return coordinator_->Authenticate(value.substr(kBearer.size()));
+}
+
 grpc::ServerUnaryReactor* ClientServiceImpl::SubmitJob(grpc::CallbackServerContext* ctx,
                                                        const v1::SubmitJobRequest* req,
                                                        v1::SubmitJobResponse* resp) {
-  auto r = coordinator_->Submit(req->spec_json(), "local");
+  auto caller = Caller(ctx);
+  if (!caller.ok()) return Done(ctx, caller);
+  auto r = coordinator_->Submit(req->spec_json(), *caller);
   if (r.ok()) resp->set_job_id(*r);
   return Done(ctx, r);
 }
 
 grpc::ServerUnaryReactor* ClientServiceImpl::GetJob(grpc::CallbackServerContext* ctx,
                                                     const v1::JobRef* req, v1::JobInfo* resp) {
-  auto r = coordinator_->GetJob(req->job_id());
+  auto caller = Caller(ctx);
+  if (!caller.ok()) return Done(ctx, caller);
+  auto r = coordinator_->GetJob(req->job_id(), *caller);
   if (r.ok()) *resp = std::move(r).value();
   return Done(ctx, r);
 }
@@ -217,6 +236,8 @@ grpc::ServerUnaryReactor* ClientServiceImpl::GetJob(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* ClientServiceImpl::ListAgents(grpc::CallbackServerContext* ctx,
                                                         const v1::ListAgentsRequest*,
                                                         v1::ListAgentsResponse* resp) {
+  auto caller = Caller(ctx);
+  if (!caller.ok()) return Done(ctx, caller);
   auto r = coordinator_->ListAgents();
   if (r.ok()) {
     for (auto& a : *r) *resp->add_agents() = std::move(a);
@@ -227,33 +248,53 @@ grpc::ServerUnaryReactor* ClientServiceImpl::ListAgents(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* ClientServiceImpl::ListJobs(grpc::CallbackServerContext* ctx,
                                                       const v1::ListJobsRequest* req,
                                                       v1::ListJobsResponse* resp) {
+  auto caller = Caller(ctx);
+  if (!caller.ok()) return Done(ctx, caller);
   size_t limit = req->limit() == 0 ? 100 : std::min<size_t>(req->limit(), 10'000);
-  for (auto& j : coordinator_->ListJobs(limit)) *resp->add_jobs() = std::move(j);
-  auto* reactor = ctx->DefaultReactor();
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  for (auto& j : coordinator_->ListJobs(limit, *caller)) *resp->add_jobs() = std::move(j);
+  return Done(ctx, caller);
 }
 
 grpc::ServerUnaryReactor* ClientServiceImpl::CancelJob(grpc::CallbackServerContext* ctx,
                                                        const v1::JobRef* req, v1::JobInfo* resp) {
-  auto r = coordinator_->Cancel(req->job_id());
+  auto caller = Caller(ctx);
+  if (!caller.ok()) return Done(ctx, caller);
+  auto r = coordinator_->Cancel(req->job_id(), *caller);
   if (r.ok()) *resp = std::move(r).value();
   return Done(ctx, r);
 }
 
-grpc::ServerWriteReactor<v1::JobInfo>* ClientServiceImpl::WatchJob(grpc::CallbackServerContext*,
+grpc::ServerWriteReactor<v1::JobInfo>* ClientServiceImpl::WatchJob(grpc::CallbackServerContext* ctx,
                                                                    const v1::JobRef* req) {
-  return new WatchReactor(coordinator_, req->job_id());
+  return new WatchReactor(coordinator_, req->job_id(), Caller(ctx));
 }
 
 grpc::ServerUnaryReactor* ClientServiceImpl::GetResults(grpc::CallbackServerContext* ctx,
                                                         const v1::JobRef* req,
                                                         v1::GetResultsResponse* resp) {
-  auto r = coordinator_->GetResults(req->job_id());
+  auto caller = Caller(ctx);
+  if (!caller.ok()) return Done(ctx, caller);
+  auto r = coordinator_->GetResults(req->job_id(), *caller);
   if (r.ok()) {
     *resp->mutable_job() = std::move(r->first);
     resp->set_result_json(std::move(r->second));
   }
+  return Done(ctx, r);
+}
+
+grpc::ServerUnaryReactor* ClientServiceImpl::AddUser(grpc::CallbackServerContext* ctx,
+                                                     const v1::AddUserRequest* req,
+                                                     v1::AddUserResponse* resp) {
+  auto caller = Caller(ctx);
+  if (!caller.ok()) return Done(ctx, caller);
+  if (caller->tier != kAdminTier) {
+    return Done(ctx, Result<int>(PermissionDenied("adding users needs the admin token")));
+  }
+  if (req->tier() == kAdminTier) {
+    return Done(ctx, Result<int>(InvalidArgument("tier: there is one admin, made at start")));
+  }
+  auto r = coordinator_->AddUser(req->name(), req->tier());
+  if (r.ok()) resp->set_token(*r);
   return Done(ctx, r);
 }
 

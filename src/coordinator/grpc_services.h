@@ -26,7 +26,9 @@ class AgentServiceImpl final : public v1::AgentService::CallbackService {
 
 class ClientServiceImpl final : public v1::ClientService::CallbackService {
  public:
-  explicit ClientServiceImpl(Coordinator* c) : coordinator_(c) {}
+  // `insecure_local`: calls need no token and run as LocalUser().
+  ClientServiceImpl(Coordinator* c, bool insecure_local)
+      : coordinator_(c), insecure_local_(insecure_local) {}
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx,
                                       const v1::SubmitJobRequest* req,
                                       v1::SubmitJobResponse* resp) override;
@@ -44,9 +46,15 @@ class ClientServiceImpl final : public v1::ClientService::CallbackService {
                                                   const v1::JobRef* req) override;
   grpc::ServerUnaryReactor* GetResults(grpc::CallbackServerContext* ctx, const v1::JobRef* req,
                                        v1::GetResultsResponse* resp) override;
+  grpc::ServerUnaryReactor* AddUser(grpc::CallbackServerContext* ctx,
+                                    const v1::AddUserRequest* req,
+                                    v1::AddUserResponse* resp) override;
 
  private:
+  // The user the call's bearer token names (or the local user).
+  Result<UserRecord> Caller(grpc::CallbackServerContext* ctx) const;
   Coordinator* coordinator_;
+  bool insecure_local_;
 };
 
 }  // namespace claw

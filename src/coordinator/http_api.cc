@@ -12,6 +12,7 @@ int HttpCode(StatusCode c) {
   switch (c) {
     case StatusCode::kInvalidArgument: return 400;
     case StatusCode::kPermissionDenied: return 403;
+    case StatusCode::kUnauthenticated: return 401;
     case StatusCode::kNotFound: return 404;
     case StatusCode::kAlreadyExists:
     case StatusCode::kFailedPrecondition: return 409;
@@ -33,8 +34,20 @@ void ReplyError(httplib::Response& res, const Status& st) {
 
 }  // namespace
 
-HttpApi::HttpApi(Coordinator* coordinator)
-    : coordinator_(coordinator), server_(std::make_unique<httplib::Server>()) {}
+HttpApi::HttpApi(Coordinator* coordinator, bool insecure_local)
+    : coordinator_(coordinator),
+      insecure_local_(insecure_local),
+      server_(std::make_unique<httplib::Server>()) {}
+
+Result<UserRecord> HttpApi::Caller(const httplib::Request& req) const {
+  if (insecure_local_) return LocalUser();
+  std::string value = req.get_header_value("Authorization");
+  constexpr std::string_view kBearer = "Bearer ";
+  if (std::string_view(value).substr(0, kBearer.size()) != kBearer) {
+    return Unauthenticated("an API token is required: Authorization: Bearer <token>");
+  }
+  return coordinator_->Authenticate(std::string_view(value).substr(kBearer.size()));
+}
 
 HttpApi::~HttpApi() { Stop(); }
 
@@ -42,12 +55,16 @@ void HttpApi::Routes() {
   httplib::Server& s = *server_;
   s.set_payload_max_length(kMaxSpecBytes + 1024);
   s.Post("/api/jobs", [this](const httplib::Request& req, httplib::Response& res) {
-    auto id = coordinator_->Submit(req.body, "local");
+    auto caller = Caller(req);
+    if (!caller.ok()) return ReplyError(res, caller.status());
+    auto id = coordinator_->Submit(req.body, *caller);
     if (!id.ok()) return ReplyError(res, id.status());
-    auto info = coordinator_->GetJob(*id);
+    auto info = coordinator_->GetJob(*id, *caller);
     Reply(res, 201, info.ok() ? JobInfoToJson(*info) : nlohmann::json{{"job_id", *id}});
   });
   s.Get("/api/jobs", [this](const httplib::Request& req, httplib::Response& res) {
+    auto caller = Caller(req);
+    if (!caller.ok()) return ReplyError(res, caller.status());
     size_t limit = 100;
     if (req.has_param("limit")) {
       try {
@@ -57,10 +74,12 @@ void HttpApi::Routes() {
       }
     }
     nlohmann::json jobs = nlohmann::json::array();
-    for (const auto& j : coordinator_->ListJobs(limit)) jobs.push_back(JobInfoToJson(j));
+    for (const auto& j : coordinator_->ListJobs(limit, *caller)) jobs.push_back(JobInfoToJson(j));
     Reply(res, 200, {{"jobs", jobs}});
   });
-  s.Get("/api/agents", [this](const httplib::Request&, httplib::Response& res) {
+  s.Get("/api/agents", [this](const httplib::Request& req, httplib::Response& res) {
+    auto caller = Caller(req);
+    if (!caller.ok()) return ReplyError(res, caller.status());
     auto agents = coordinator_->ListAgents();
     if (!agents.ok()) return ReplyError(res, agents.status());
     nlohmann::json list = nlohmann::json::array();
@@ -68,19 +87,25 @@ void HttpApi::Routes() {
     Reply(res, 200, {{"agents", list}});
   });
   s.Get(R"(/api/jobs/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-    auto info = coordinator_->GetJob(req.matches[1]);
+    auto caller = Caller(req);
+    if (!caller.ok()) return ReplyError(res, caller.status());
+    auto info = coordinator_->GetJob(req.matches[1], *caller);
     if (!info.ok()) return ReplyError(res, info.status());
     Reply(res, 200, JobInfoToJson(*info));
   });
   s.Post(R"(/api/jobs/([^/]+)/cancel)", [this](const httplib::Request& req,
                                                 httplib::Response& res) {
-    auto info = coordinator_->Cancel(req.matches[1]);
+    auto caller = Caller(req);
+    if (!caller.ok()) return ReplyError(res, caller.status());
+    auto info = coordinator_->Cancel(req.matches[1], *caller);
     if (!info.ok()) return ReplyError(res, info.status());
     Reply(res, 200, JobInfoToJson(*info));
   });
   s.Get(R"(/api/jobs/([^/]+)/results)", [this](const httplib::Request& req,
                                                 httplib::Response& res) {
-    auto r = coordinator_->GetResults(req.matches[1]);
+    auto caller = Caller(req);
+    if (!caller.ok()) return ReplyError(res, caller.status());
+    auto r = coordinator_->GetResults(req.matches[1], *caller);
     if (!r.ok()) return ReplyError(res, r.status());
     nlohmann::json result = r->second.empty() ? nlohmann::json(nullptr)
                                               : nlohmann::json::parse(r->second, nullptr, false);

@@ -8,6 +8,8 @@
 //   GET  /metrics                -> Prometheus text
 //   GET  /                       -> dashboard
 //
+// Every /api call needs `Authorization: Bearer <API token>` (401 without),
+// unless the coordinator runs with --insecure-local.
 // Errors are 4xx/5xx with {"error": {"code": "...", "message": "..."}}.
 #pragma once
 
@@ -20,13 +22,14 @@
 
 namespace httplib {
 class Server;
+struct Request;
 }
 
 namespace claw {
 
 class HttpApi {
  public:
-  explicit HttpApi(Coordinator* coordinator);
+  HttpApi(Coordinator* coordinator, bool insecure_local);
   ~HttpApi();
   // Binds `host:port` (port 0: any free port) and serves on a thread.
   // Returns the bound port.
@@ -35,7 +38,9 @@ class HttpApi {
 
  private:
   void Routes();
+  Result<UserRecord> Caller(const httplib::Request& req) const;
   Coordinator* coordinator_;
+  bool insecure_local_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
 };

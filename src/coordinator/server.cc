@@ -81,8 +81,28 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(ServerOption
     CLAW_RETURN_IF_ERROR(WriteFileAtomically(s->options_.data_dir + "/enroll-tokens", text, 0600));
   }
 
+  if (s->options_.insecure_local) {
+    for (const std::string& host : {s->options_.grpc_host, s->options_.http_host}) {
+      if (host != "127.0.0.1" && host != "localhost" && host != "::1") {
+        return InvalidArgument("--insecure-local serves only on a loopback address, not " + host);
+      }
+    }
+    log->warn("insecure-local: client calls need no API token");
+  } else {
+    std::string path = s->options_.data_dir + "/admin-token";
+    if (!std::filesystem::exists(path)) {
+      auto token = s->coordinator_->AddUser("admin", kAdminTier);
+      if (token.ok()) {
+        CLAW_RETURN_IF_ERROR(WriteFileAtomically(path, *token + "\n", 0600));
+        log->info("created the admin API token in {}", path);
+      } else {
+        log->warn("{} is missing and the admin user exists: {}", path, token.status().message());
+      }
+    }
+  }
   s->agent_service_ = std::make_unique<AgentServiceImpl>(s->coordinator_.get());
-  s->client_service_ = std::make_unique<ClientServiceImpl>(s->coordinator_.get());
+  s->client_service_ =
+      std::make_unique<ClientServiceImpl>(s->coordinator_.get(), s->options_.insecure_local);
   grpc::ServerBuilder builder;
   std::string address = s->options_.grpc_host + ":" + std::to_string(s->options_.grpc_port);
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &s->grpc_port_);
@@ -99,7 +119,7 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(ServerOption
   if (!s->grpc_ || s->grpc_port_ == 0) return Unavailable("cannot listen for gRPC on " + address);
 
   if (s->options_.http_port >= 0) {
-    s->http_ = std::make_unique<HttpApi>(s->coordinator_.get());
+    s->http_ = std::make_unique<HttpApi>(s->coordinator_.get(), s->options_.insecure_local);
     auto port = s->http_->Start(s->options_.http_host, s->options_.http_port);
     if (!port.ok()) return port.status();
     s->http_port_ = *port;

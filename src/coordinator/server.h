@@ -2,7 +2,8 @@
 // the HTTP API, and the timer that expires leases — on one data directory.
 //
 // On start it writes <data_dir>/coordinator.json naming the bound addresses
-// (so that `--port 0` works for tests and local tools). Thread-safe; stopped
+// (so that `--port 0` works for tests and local tools), and, the first time,
+// <data_dir>/admin-token: the API token of the admin user (0600). Thread-safe; stopped
 // by Shutdown() or the destructor.
 #pragma once
 
@@ -31,6 +32,9 @@ struct ServerOptions {
   // One-time enrollment tokens to create at start, written to
   // <data_dir>/enroll-tokens (mode 0600).
   size_t enroll_tokens = 0;
+  // No API tokens: every client call runs as the local user. Only allowed
+  // on a loopback address (the demo, tests, a one-person setup).
+  bool insecure_local = false;
   Duration enroll_token_ttl = std::chrono::hours(24);
   Duration tick = std::chrono::milliseconds(50);
   SqliteOptions sqlite;

@@ -241,6 +241,7 @@ class Scheduler {
   size_t pending_tasks() const { return pending_total_; }
   size_t active_leases() const { return leases_.size(); }
   size_t connected_agents() const;
+  size_t job_count() const { return job_order_.size(); }
 
  private:
   struct Task;

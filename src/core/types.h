@@ -123,6 +123,14 @@ struct LeaseRecord {
   Time deadline;
 };
 
+// A person or service that submits jobs. Only the token's hash is kept.
+struct UserRecord {
+  std::string name;
+  std::string tier;  // free, researcher, professional, enterprise; admin for the operator
+  std::string token_hash;
+  Time created;
+};
+
 struct AgentRecord {
   AgentId id;
   std::string public_key;

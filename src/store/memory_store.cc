@@ -92,6 +92,21 @@ class MemoryStore final : public Store {
     return a;
   }
 
+  Status AddUser(const UserRecord& user) override {
+    std::lock_guard lock(mu_);
+    if (users_.count(user.name)) return {StatusCode::kAlreadyExists, "user " + user.name};
+    users_[user.name] = user;
+    return Status::Ok();
+  }
+
+  Result<UserRecord> FindUserByToken(const std::string& token_hash) override {
+    std::lock_guard lock(mu_);
+    for (const auto& [name, u] : users_) {
+      if (u.token_hash == token_hash) return u;
+    }
+    return NotFound("no user with this token");
+  }
+
   Result<std::vector<AgentRecord>> ListAgents() override {
     std::lock_guard lock(mu_);
     std::vector<AgentRecord> out;
@@ -115,6 +130,7 @@ class MemoryStore final : public Store {
   std::map<AgentId, AgentRecord> agents_;
   std::map<std::tuple<JobId, uint32_t, AgentId>, ReplicaRecord> replicas_;
   std::map<AgentId, Reputation> reputations_;
+  std::map<std::string, UserRecord> users_;
   LeaseId next_lease_id_ = 1;
 };
 

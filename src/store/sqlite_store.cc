@@ -17,7 +17,7 @@
 namespace claw {
 namespace {
 
-constexpr int kSchemaVersion = 4;
+constexpr int kSchemaVersion = 5;
 
 // Upgrades from each older schema version to the next; index i upgrades from i+1.
 constexpr const char* kMigrations[] = {
@@ -37,6 +37,10 @@ constexpr const char* kMigrations[] = {
     "ALTER TABLE agents ADD COLUMN streak INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE replicas ADD COLUMN lease INTEGER NOT NULL DEFAULT 0;"
     "UPDATE meta SET value = '4' WHERE key = 'schema_version';",
+    // 4 -> 5: users and API tokens
+    "CREATE TABLE IF NOT EXISTS users (name TEXT PRIMARY KEY, tier TEXT NOT NULL,"
+    "  token_hash TEXT NOT NULL UNIQUE, created_us INTEGER NOT NULL);"
+    "UPDATE meta SET value = '5' WHERE key = 'schema_version';",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion - 1);
 
@@ -62,9 +66,12 @@ CREATE TABLE IF NOT EXISTS agents (
   id TEXT PRIMARY KEY, public_key BLOB NOT NULL, device TEXT NOT NULL, enrolled_us INTEGER NOT NULL,
   valid INTEGER NOT NULL DEFAULT 0, invalid INTEGER NOT NULL DEFAULT 0,
   error_rate REAL NOT NULL DEFAULT 0.1, streak INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS users (
+  name TEXT PRIMARY KEY, tier TEXT NOT NULL, token_hash TEXT NOT NULL UNIQUE,
+  created_us INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS enroll_tokens (
   hash TEXT PRIMARY KEY, expires_us INTEGER NOT NULL, used_by TEXT NOT NULL DEFAULT '');
-INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '4');
+INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '5');
 INSERT OR IGNORE INTO meta (key, value) VALUES ('next_lease_id', '1');
 )sql";
 
@@ -184,6 +191,11 @@ class SqliteStore final : public Store {
          "SELECT r.job, r.idx, r.agent, r.output, r.runtime_us, r.verdict, r.lease FROM replicas r "
          "JOIN jobs j ON j.id = r.job WHERE (j.state = 0 AND r.verdict = 0) OR r.verdict = 3"},
         {&select_reputations_, "SELECT id, valid, invalid, error_rate, streak FROM agents"},
+        {&insert_user_,
+         "INSERT INTO users (name, tier, token_hash, created_us) "
+         "VALUES (:name, :tier, :hash, :created)"},
+        {&select_user_,
+         "SELECT name, tier, token_hash, created_us FROM users WHERE token_hash = :hash"},
         {&select_agents_,
          "SELECT id, public_key, device, enrolled_us, valid, invalid, error_rate, streak "
          "FROM agents ORDER BY id"},
@@ -330,6 +342,32 @@ class SqliteStore final : public Store {
     return a;
   }
 
+  Status AddUser(const UserRecord& u) override {
+    std::lock_guard lock(mu_);
+    Status st = insert_user_.Bind(":name", u.name)
+                    .Bind(":tier", u.tier)
+                    .Bind(":hash", u.token_hash)
+                    .Bind(":created", u.created.us)
+                    .Exec();
+    if (!st.ok() && st.message().find("users.name") != std::string::npos) {
+      return {StatusCode::kAlreadyExists, "user " + u.name + " already exists"};
+    }
+    return st;
+  }
+
+  Result<UserRecord> FindUserByToken(const std::string& token_hash) override {
+    std::lock_guard lock(mu_);
+    select_user_.Bind(":hash", token_hash);
+    if (!select_user_.Row()) {
+      select_user_.Reset();
+      return NotFound("no user with this token");
+    }
+    UserRecord u{select_user_.Text(0), select_user_.Text(1), select_user_.Text(2),
+                 Time{select_user_.Int(3)}};
+    select_user_.Reset();
+    return u;
+  }
+
   Result<std::vector<AgentRecord>> ListAgents() override {
     std::lock_guard lock(mu_);
     std::vector<AgentRecord> out;
@@ -449,7 +487,7 @@ class SqliteStore final : public Store {
       set_next_lease_, begin_, commit_, rollback_, select_jobs_, select_tasks_, select_leases_,
       select_next_lease_, insert_token_, use_token_, insert_agent_, select_agent_,
       insert_replica_, update_verdict_, update_reputation_, select_replicas_,
-      select_reputations_, select_agents_;
+      select_reputations_, select_agents_, insert_user_, select_user_;
 };
 
 Result<int> LockDatabase(const std::string& path) {

@@ -37,6 +37,11 @@ class Store {
   virtual Result<AgentRecord> GetAgent(const AgentId& id) = 0;
   // Every enrolled agent, by id.
   virtual Result<std::vector<AgentRecord>> ListAgents() = 0;
+
+  // AlreadyExists if the name is taken.
+  virtual Status AddUser(const UserRecord& user) = 0;
+  // NotFound if no user has a token with this hash.
+  virtual Result<UserRecord> FindUserByToken(const std::string& token_hash) = 0;
 };
 
 std::unique_ptr<Store> NewMemoryStore();

@@ -173,10 +173,12 @@ class Network : public ::testing::Test {
   std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
   std::string data() const { return (dir_ / "data").string(); }
 
-  void StartCoordinator(std::vector<std::string> extra = {}) {
+  // With --insecure-local unless `secure` (then clients need API tokens).
+  void StartCoordinator(std::vector<std::string> extra = {}, bool secure = false) {
     std::vector<std::string> args = {"coordinator", "--data", data(), "--port",
                                       std::to_string(port_), "--http-port",
                                       std::to_string(http_port_), "--enroll-tokens", "8"};
+    if (!secure) args.push_back("--insecure-local");
     args.insert(args.end(), extra.begin(), extra.end());
     coordinator_ = std::make_unique<Process>(args, (dir_ / "coordinator.log").string());
     ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(data() + "/coordinator.json"); },

@@ -13,6 +13,8 @@ namespace {
 
 using std::chrono::milliseconds;
 
+const UserRecord kAlice{"alice", "researcher", "", Time{}};
+
 class RecordingSink final : public SessionSink {
  public:
   void Send(const v1::CoordinatorMessage& msg) override { sent.push_back(msg); }
@@ -101,10 +103,10 @@ class CoordinatorTest : public ::testing::Test {
 TEST_F(CoordinatorTest, WatchersGetProgressAtMostOncePerIntervalAndTheEndAtOnce) {
   RecordingSink sink;
   Connect(&sink);
-  auto job = coordinator_->Submit(R"({"app":"noop","tasks":20})", "alice");
+  auto job = coordinator_->Submit(R"({"app":"noop","tasks":20})", kAlice);
   ASSERT_TRUE(job.ok());
   RecordingWatcher watcher;
-  ASSERT_TRUE(coordinator_->Watch(*job, &watcher).ok());
+  ASSERT_TRUE(coordinator_->Watch(*job, kAlice, &watcher).ok());
   ASSERT_EQ(watcher.updates.size(), 1u);  // the current state, at once
   Want(&sink, 20);
   std::vector<LeaseId> leases = sink.TakeAssignments();
@@ -132,7 +134,7 @@ TEST_F(CoordinatorTest, WatchersGetProgressAtMostOncePerIntervalAndTheEndAtOnce)
 TEST_F(CoordinatorTest, EveryResultIsAcknowledgedOnlyAfterItIsStored) {
   RecordingSink sink;
   Connect(&sink);
-  ASSERT_TRUE(coordinator_->Submit(R"({"app":"noop","tasks":3})", "alice").ok());
+  ASSERT_TRUE(coordinator_->Submit(R"({"app":"noop","tasks":3})", kAlice).ok());
   Want(&sink, 3);
   std::vector<LeaseId> leases = sink.TakeAssignments();
   ASSERT_EQ(leases.size(), 3u);
@@ -158,7 +160,7 @@ TEST_F(CoordinatorTest, VotesShowInTheAgentsReputation) {
   RecordingSink s1, s2;
   Connect(&s1);
   Connect(&s2);
-  ASSERT_TRUE(coordinator_->Submit(R"({"app":"noop","tasks":1,"replication":2})", "alice").ok());
+  ASSERT_TRUE(coordinator_->Submit(R"({"app":"noop","tasks":1,"replication":2})", kAlice).ok());
   Want(&s1, 1);
   Want(&s2, 1);
   std::vector<LeaseId> l1 = s1.TakeAssignments(), l2 = s2.TakeAssignments();
@@ -187,7 +189,7 @@ namespace {
 TEST_F(CoordinatorTest, AssignmentsAreSignedForTheirAgentOnly) {
   RecordingSink sink;
   AgentId id = Connect(&sink);
-  ASSERT_TRUE(coordinator_->Submit(R"({"app":"noop","tasks":3})", "alice").ok());
+  ASSERT_TRUE(coordinator_->Submit(R"({"app":"noop","tasks":3})", kAlice).ok());
   Want(&sink, 3);
   const v1::CoordinatorMessage* with = nullptr;
   for (const auto& m : sink.sent) {
@@ -205,7 +207,7 @@ TEST_F(CoordinatorTest, ForgedOrUnsignedResultsAreRejectedAndChangeNothing) {
   RecordingSink honest, forger;
   Connect(&honest);
   Connect(&forger);
-  ASSERT_TRUE(coordinator_->Submit(R"({"app":"noop","tasks":2})", "alice").ok());
+  ASSERT_TRUE(coordinator_->Submit(R"({"app":"noop","tasks":2})", kAlice).ok());
   Want(&forger, 2);
   std::vector<LeaseId> leases = forger.TakeAssignments();
   ASSERT_EQ(leases.size(), 2u);
@@ -227,6 +229,44 @@ TEST_F(CoordinatorTest, ForgedOrUnsignedResultsAreRejectedAndChangeNothing) {
 
   EXPECT_EQ(DoneTasksInStore(), 0);
   EXPECT_EQ(coordinator_->Metrics().results_accepted, 0u);
+}
+
+}  // namespace
+}  // namespace claw
+
+namespace claw {
+namespace {
+
+TEST_F(CoordinatorTest, UsersSeeAndCancelOnlyTheirOwnJobs) {
+  auto alice_token = coordinator_->AddUser("alice", "researcher");
+  auto bob_token = coordinator_->AddUser("bob", "free");
+  ASSERT_TRUE(alice_token.ok() && bob_token.ok());
+  EXPECT_EQ(coordinator_->AddUser("alice", "free").status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(coordinator_->AddUser("Bad Name", "free").status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(coordinator_->AddUser("carol", "gold").status().code(), StatusCode::kInvalidArgument);
+  auto alice = coordinator_->Authenticate(*alice_token);
+  auto bob = coordinator_->Authenticate(*bob_token);
+  ASSERT_TRUE(alice.ok() && bob.ok());
+  EXPECT_EQ(alice->name, "alice");
+  EXPECT_EQ(coordinator_->Authenticate("cu-forged").status().code(),
+            StatusCode::kUnauthenticated);
+  EXPECT_EQ(coordinator_->Authenticate("").status().code(), StatusCode::kUnauthenticated);
+
+  auto job = coordinator_->Submit(R"({"app":"noop","tasks":2})", *alice);
+  ASSERT_TRUE(job.ok());
+  EXPECT_TRUE(coordinator_->GetJob(*job, *alice).ok());
+  // To bob it does not exist.
+  EXPECT_EQ(coordinator_->GetJob(*job, *bob).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(coordinator_->Cancel(*job, *bob).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(coordinator_->GetResults(*job, *bob).status().code(), StatusCode::kNotFound);
+  RecordingWatcher watcher;
+  EXPECT_EQ(coordinator_->Watch(*job, *bob, &watcher).code(), StatusCode::kNotFound);
+  EXPECT_TRUE(coordinator_->ListJobs(10, *bob).empty());
+  EXPECT_EQ(coordinator_->ListJobs(10, *alice).size(), 1u);
+  EXPECT_EQ(coordinator_->ListJobs(10, LocalUser()).size(), 1u);  // an admin sees all
+  EXPECT_EQ(coordinator_->GetJob(*job, *alice)->state(), "running");
+  EXPECT_TRUE(coordinator_->Cancel(*job, *alice).ok());
 }
 
 }  // namespace

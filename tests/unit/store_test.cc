@@ -239,3 +239,32 @@ TEST(SqliteStore, RefusesADatabaseFromANewerVersion) {
 
 }  // namespace
 }  // namespace claw
+
+namespace claw {
+namespace {
+
+class UserStore : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(UserStore, UsersAreFoundByTokenHashAndNamesAreUnique) {
+  auto dir = std::filesystem::temp_directory_path() / ("claw-users-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::unique_ptr<Store> store =
+      GetParam() == "memory" ? NewMemoryStore() : std::move(OpenSqliteStore((dir / "c.db").string()).value());
+  ASSERT_TRUE(store->AddUser(UserRecord{"alice", "researcher", "h-alice", Time{1}}).ok());
+  EXPECT_EQ(store->AddUser(UserRecord{"alice", "free", "h-other", Time{2}}).code(),
+            StatusCode::kAlreadyExists);
+  auto found = store->FindUserByToken("h-alice");
+  ASSERT_TRUE(found.ok());
+  EXPECT_EQ(found->name, "alice");
+  EXPECT_EQ(found->tier, "researcher");
+  EXPECT_EQ(store->FindUserByToken("h-other").status().code(), StatusCode::kNotFound);
+  store.reset();
+  std::filesystem::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, UserStore, ::testing::Values("memory", "sqlite"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace claw
