@@ -8,13 +8,13 @@ set -euo pipefail
 DEBIAN_PACKAGES=(
   build-essential cmake pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev
-  libsqlite3-dev libsodium-dev nlohmann-json3-dev libcpp-httplib-dev
+  libsqlite3-dev libsodium-dev nlohmann-json3-dev libcpp-httplib-dev libssl-dev
   libcli11-dev libspdlog-dev libzstd-dev libsystemd-dev
   libgtest-dev libbenchmark-dev
   bubblewrap curl
   clang libclang-rt-14-dev
 )
-BREW_PACKAGES=(cmake pkg-config grpc protobuf sqlite libsodium nlohmann-json
+BREW_PACKAGES=(cmake pkg-config grpc protobuf sqlite libsodium nlohmann-json openssl
   cpp-httplib cli11 spdlog zstd googletest google-benchmark llvm)
 
 case "$(uname -s)" in

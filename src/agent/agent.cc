@@ -75,6 +75,13 @@ class Agent::Session {
   bool broken_ = false;
 };
 
+std::shared_ptr<grpc::ChannelCredentials> Agent::Credentials() const {
+  if (options_.ca_pem.empty()) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = options_.ca_pem;  // only our coordinator's CA is trusted
+  return grpc::SslCredentials(ssl);
+}
+
 double MeasureFlops(int ms) {
   double a[8] = {1, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7};
   const double b = 0.999999, c = 1e-7;
@@ -175,7 +182,7 @@ Status Agent::LoadOrEnroll() {
   *req.mutable_device() = Device();
   Duration backoff = options_.backoff_initial;
   while (!stop_) {
-    auto channel = grpc::CreateChannel(options_.coordinator, grpc::InsecureChannelCredentials());
+    auto channel = grpc::CreateChannel(options_.coordinator, Credentials());
     auto stub = v1::AgentService::NewStub(channel);
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
@@ -255,8 +262,7 @@ Status Agent::Run() {
   Duration backoff = options_.backoff_initial;
   Status result = Status::Ok();
   while (!stop_) {
-    auto channel =
-        grpc::CreateCustomChannel(options_.coordinator, grpc::InsecureChannelCredentials(), args);
+    auto channel = grpc::CreateCustomChannel(options_.coordinator, Credentials(), args);
     Session session(channel, this);
     {
       std::lock_guard lock(mu_);

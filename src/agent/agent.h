@@ -24,6 +24,10 @@
 #include <string>
 
 #include "agent/availability.h"
+
+namespace grpc {
+class ChannelCredentials;
+}
 #include "agent/worker_pool.h"
 #include "claw.pb.h"
 #include "common/clock.h"
@@ -36,6 +40,9 @@ struct AgentOptions {
   std::string coordinator = "127.0.0.1:7450";
   std::string state_dir = "./claw-agent";  // identity.json (0600) lives here
   std::string token;                       // one-time enrollment token (first start only)
+  // The coordinator's CA certificate (PEM) to pin; empty: plaintext, for a
+  // coordinator run with --insecure-local.
+  std::string ca_pem;
   size_t slots = 0;                        // worker processes; 0: one per core
   std::string worker_executable;           // default: this executable
   WorkerLimits limits;
@@ -99,6 +106,7 @@ class Agent {
     bool was_up = false;
   };
   SessionEnd ServeSession(Session& s);
+  std::shared_ptr<grpc::ChannelCredentials> Credentials() const;
   void Handle(Event& e, Session& s);
   bool Flush(Session& s);
   void CheckAvailability(Session& s);

@@ -21,13 +21,19 @@ Status FromGrpc(const grpc::Status& st) {
   }
 }
 
-Client::Client(const std::string& target, std::chrono::milliseconds timeout, std::string api_token)
+Client::Client(const std::string& target, std::chrono::milliseconds timeout, std::string api_token,
+               const std::string& ca_pem)
     : timeout_(timeout), api_token_(std::move(api_token)) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   args.SetMaxSendMessageSize(64 << 20);
-  stub_ = v1::ClientService::NewStub(
-      grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (!ca_pem.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = ca_pem;
+    credentials = grpc::SslCredentials(ssl);
+  }
+  stub_ = v1::ClientService::NewStub(grpc::CreateCustomChannel(target, credentials, args));
 }
 
 void Client::Prepare(grpc::ClientContext* ctx) const {

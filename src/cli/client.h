@@ -15,10 +15,11 @@ namespace claw {
 class Client {
  public:
   // `target` is host:port. Calls time out after `timeout` (not WatchJob).
-  // `api_token` goes with every call (empty: none, for --insecure-local).
+  // `api_token` goes with every call, and `ca_pem` is the coordinator's CA
+  // to pin (both empty for a coordinator run with --insecure-local).
   explicit Client(const std::string& target,
                   std::chrono::milliseconds timeout = std::chrono::seconds(30),
-                  std::string api_token = "");
+                  std::string api_token = "", const std::string& ca_pem = "");
   Result<std::string> Submit(const std::string& spec_json);
   Result<v1::JobInfo> GetJob(const std::string& id);
   Result<std::vector<v1::JobInfo>> ListJobs(uint32_t limit);

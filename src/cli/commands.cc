@@ -17,6 +17,7 @@
 #include "cli/demo.h"
 #include "cli/output.h"
 #include "common/crypto.h"
+#include "coordinator/certificates.h"
 #include "coordinator/server.h"
 
 namespace claw {
@@ -48,10 +49,17 @@ std::string DefaultCoordinator() {
 struct ClientConfig {
   std::string coordinator;
   std::string api_token;
+  std::string ca_file;  // the coordinator's CA to pin; empty: plaintext
 };
 
 Client Connect(const ClientConfig& c) {
-  return Client(c.coordinator, std::chrono::seconds(30), c.api_token);
+  std::string ca;
+  if (!c.ca_file.empty()) {
+    auto pem = ReadPemFile(c.ca_file);
+    if (!pem.ok()) throw CLI::RuntimeError(Fail(pem.status()));
+    ca = *pem;
+  }
+  return Client(c.coordinator, std::chrono::seconds(30), c.api_token, ca);
 }
 
 void PrintJob(const v1::JobInfo& j) {
@@ -80,17 +88,27 @@ void AddCoordinator(CLI::App& cli) {
   cmd->add_option("--sync", opts->sqlite.synchronous, "SQLite synchronous mode: NORMAL or FULL")
       ->capture_default_str();
   cmd->add_flag("--insecure-local", opts->insecure_local,
-                "No API tokens: every client call is the local user (loopback only)");
+                "No TLS and no API tokens: every client call is the local user (loopback only)");
+  cmd->add_option("--tls-name", opts->tls_names,
+                  "Extra DNS name or IP address for the server certificate made on first start");
   auto* init = cmd->add_subcommand(
       "init", "Create the coordinator's keys in the data directory (done on first start too)");
   init->add_option("--data", opts->data_dir, "Data directory")->capture_default_str();
+  init->add_option("--tls-name", opts->tls_names,
+                   "Extra DNS name or IP address for the server certificate (repeatable)");
   init->callback([opts] {
     bool existed = LoadCoordinatorKey(opts->data_dir, false, NullLogger()).ok();
     auto key = LoadCoordinatorKey(opts->data_dir, true, NullLogger());
     if (!key.ok()) throw CLI::RuntimeError(Fail(key.status()));
-    std::printf("%s %s/coordinator.key\n  public key %s (agents receive it when they enroll)\n",
-                existed ? "already initialised:" : "created", opts->data_dir.c_str(),
-                ToHex(key->substr(32)).c_str());
+    auto tls = LoadOrCreateTls(opts->data_dir, opts->tls_names, true, NullLogger());
+    if (!tls.ok()) throw CLI::RuntimeError(Fail(tls.status()));
+    const char* d = opts->data_dir.c_str();
+    std::printf("%s %s\n"
+                "  %s/coordinator.key  signs assignments; public key %s\n"
+                "  %s/ca.pem           the CA that agents and clients pin (--ca): copy it to them\n"
+                "  %s/server.pem       the TLS certificate (localhost, 127.0.0.1 and --tls-name)\n",
+                existed ? "already initialised:" : "initialised", d, d,
+                ToHex(key->substr(32)).c_str(), d, d);
   });
   cmd->callback([opts, grace_s, init] {
     if (init->parsed()) return;
@@ -125,6 +143,10 @@ void AddAgent(CLI::App& cli) {
   cmd->add_option("--state", opts->state_dir, "State directory (identity key)")->capture_default_str();
   cmd->add_option("--token", opts->token, "One-time enrollment token (first start)");
   cmd->add_option("--token-file", *token_file, "Read the token: first line of FILE not yet used");
+  auto ca_file = std::make_shared<std::string>();
+  cmd->add_option("--ca", *ca_file,
+                  "The coordinator's CA certificate (its <data>/ca.pem) to pin; without it, "
+                  "plaintext for a coordinator run with --insecure-local");
   cmd->add_option("--config", *config, "JSON file with availability thresholds and slots");
   cmd->add_option("--slots", opts->slots, "Worker processes (0: one per core)")->capture_default_str();
   cmd->add_flag("--always", opts->availability.always, "Dedicated machine: ignore idle checks");
@@ -165,6 +187,11 @@ void AddAgent(CLI::App& cli) {
     opts->availability.grace = Duration(static_cast<int64_t>(*grace_s * 1e6));
     opts->availability.require_ac = !*allow_battery;
     opts->limits.memory_bytes = *memory_mb << 20;
+    if (!ca_file->empty()) {
+      auto pem = ReadPemFile(*ca_file);
+      if (!pem.ok()) throw CLI::RuntimeError(Fail(pem.status()));
+      opts->ca_pem = *pem;
+    }
     InstallSignalHandlers();
     auto sensors = sensors_file->empty() ? NewSystemSensors()
                                          : std::make_unique<FileSensors>(*sensors_file);
@@ -395,11 +422,15 @@ int RunCli(int argc, char** argv) {
   auto target = std::make_shared<ClientConfig>();
   target->coordinator = DefaultCoordinator();
   if (const char* env = std::getenv("CLAW_TOKEN")) target->api_token = env;
+  if (const char* env = std::getenv("CLAW_CA")) target->ca_file = env;
   cli.add_option("--coordinator,-c", target->coordinator,
                  "Coordinator host:port for client commands (env CLAW_COORDINATOR)")
       ->capture_default_str();
   cli.add_option("--api-token", target->api_token,
                  "API token for client commands (env CLAW_TOKEN; `claw users add` makes one)");
+  cli.add_option("--ca", target->ca_file,
+                 "The coordinator's CA certificate to pin (env CLAW_CA; <data>/ca.pem); "
+                 "without it, plaintext for --insecure-local");
   AddCoordinator(cli);
   AddAgent(cli);
   AddSubmit(cli, target);

@@ -34,10 +34,13 @@ void ReplyError(httplib::Response& res, const Status& st) {
 
 }  // namespace
 
-HttpApi::HttpApi(Coordinator* coordinator, bool insecure_local)
+HttpApi::HttpApi(Coordinator* coordinator, bool insecure_local, const std::string& cert_file,
+                 const std::string& key_file)
     : coordinator_(coordinator),
       insecure_local_(insecure_local),
-      server_(std::make_unique<httplib::Server>()) {}
+      server_(cert_file.empty()
+                  ? std::make_unique<httplib::Server>()
+                  : std::make_unique<httplib::SSLServer>(cert_file.c_str(), key_file.c_str())) {}
 
 Result<UserRecord> HttpApi::Caller(const httplib::Request& req) const {
   if (insecure_local_) return LocalUser();
@@ -148,6 +151,7 @@ void HttpApi::Routes() {
 }
 
 Result<int> HttpApi::Start(const std::string& host, int port) {
+  if (!server_->is_valid()) return Internal("HTTPS: cannot load the server certificate or key");
   Routes();
   int bound = port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
   if (bound < 0) return Unavailable("cannot bind HTTP " + host + ":" + std::to_string(port));

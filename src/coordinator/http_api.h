@@ -29,7 +29,10 @@ namespace claw {
 
 class HttpApi {
  public:
-  HttpApi(Coordinator* coordinator, bool insecure_local);
+  // Serves HTTPS with the given certificate and key files, or plain HTTP
+  // when `cert_file` is empty (--insecure-local).
+  HttpApi(Coordinator* coordinator, bool insecure_local, const std::string& cert_file = "",
+          const std::string& key_file = "");
   ~HttpApi();
   // Binds `host:port` (port 0: any free port) and serves on a thread.
   // Returns the bound port.

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "common/crypto.h"
+#include "coordinator/certificates.h"
 
 namespace claw {
 namespace {
@@ -103,9 +104,18 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(ServerOption
   s->agent_service_ = std::make_unique<AgentServiceImpl>(s->coordinator_.get());
   s->client_service_ =
       std::make_unique<ClientServiceImpl>(s->coordinator_.get(), s->options_.insecure_local);
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (!s->options_.insecure_local) {
+    auto tls = LoadOrCreateTls(s->options_.data_dir, s->options_.tls_names, true, log);
+    if (!tls.ok()) return tls.status();
+    grpc::SslServerCredentialsOptions ssl;
+    ssl.pem_key_cert_pairs.push_back({tls->server_key_pem, tls->server_cert_pem});
+    credentials = grpc::SslServerCredentials(ssl);
+    s->tls_ = true;
+  }
   grpc::ServerBuilder builder;
   std::string address = s->options_.grpc_host + ":" + std::to_string(s->options_.grpc_port);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &s->grpc_port_);
+  builder.AddListeningPort(address, credentials, &s->grpc_port_);
   builder.SetMaxReceiveMessageSize(s->options_.max_message_bytes);
   builder.SetMaxSendMessageSize(s->options_.max_message_bytes);
   // Keepalive pings find agents that vanished without closing their stream.
@@ -119,7 +129,10 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(ServerOption
   if (!s->grpc_ || s->grpc_port_ == 0) return Unavailable("cannot listen for gRPC on " + address);
 
   if (s->options_.http_port >= 0) {
-    s->http_ = std::make_unique<HttpApi>(s->coordinator_.get(), s->options_.insecure_local);
+    s->http_ = std::make_unique<HttpApi>(
+        s->coordinator_.get(), s->options_.insecure_local,
+        s->tls_ ? s->options_.data_dir + "/server.pem" : "",
+        s->tls_ ? s->options_.data_dir + "/server.key" : "");
     auto port = s->http_->Start(s->options_.http_host, s->options_.http_port);
     if (!port.ok()) return port.status();
     s->http_port_ = *port;
@@ -147,7 +160,7 @@ std::string CoordinatorServer::grpc_target() const {
 
 std::string CoordinatorServer::http_url() const {
   if (http_port_ < 0) return "";
-  return "http://" + options_.http_host + ":" + std::to_string(http_port_);
+  return (tls_ ? "https://" : "http://") + options_.http_host + ":" + std::to_string(http_port_);
 }
 
 Status CoordinatorServer::WriteInfoFile() const {

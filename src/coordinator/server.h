@@ -35,6 +35,8 @@ struct ServerOptions {
   // No API tokens: every client call runs as the local user. Only allowed
   // on a loopback address (the demo, tests, a one-person setup).
   bool insecure_local = false;
+  // Extra names (DNS or IP) for the server certificate made on first start.
+  std::vector<std::string> tls_names;
   Duration enroll_token_ttl = std::chrono::hours(24);
   Duration tick = std::chrono::milliseconds(50);
   SqliteOptions sqlite;
@@ -78,6 +80,7 @@ class CoordinatorServer {
   std::vector<std::string> tokens_;
   int grpc_port_ = 0;
   int http_port_ = -1;
+  bool tls_ = false;
 
   std::mutex mu_;
   std::condition_variable cv_;

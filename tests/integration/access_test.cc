@@ -1,6 +1,6 @@
-// Access to the client API: API tokens, per-user visibility, admin-only user
-// management, over the CLI (gRPC) and HTTP, against a coordinator without
-// --insecure-local.
+// Access to the client API: TLS with a pinned CA, API tokens, per-user
+// visibility, admin-only user management, over the CLI (gRPC) and HTTPS,
+// against a coordinator without --insecure-local, with a real agent.
 #include <httplib.h>
 
 #include "harness.h"
@@ -15,7 +15,7 @@ class Access : public Network {
   // Runs `claw ARGS...`; returns its exit code, with its output in `out`.
   int Claw(std::vector<std::string> args, std::string* out = nullptr) {
     std::string log = (dir_ / ("cli-" + std::to_string(++runs_) + ".log")).string();
-    args.insert(args.begin(), {"-c", target()});
+    args.insert(args.begin(), {"-c", target(), "--ca", ca_file()});
     Process p(args, log);
     int code = p.Wait();
     if (out) *out = p.Output();
@@ -46,7 +46,8 @@ TEST_F(Access, EveryClientCallNeedsATokenAndUsersSeeOnlyTheirJobs) {
   EXPECT_EQ(Claw({"--api-token", alice, "users", "add", "mallory"}, &out), 2);
   EXPECT_NE(out.find("admin"), std::string::npos) << out;
 
-  Client as_alice(target(), seconds(5), alice), as_bob(target(), seconds(5), bob);
+  std::string ca = ReadFile(ca_file());
+  Client as_alice(target(), seconds(5), alice, ca), as_bob(target(), seconds(5), bob, ca);
   auto job = as_alice.Submit(R"({"app":"noop","tasks":3})");
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   EXPECT_TRUE(as_alice.GetJob(*job).ok());
@@ -56,8 +57,14 @@ TEST_F(Access, EveryClientCallNeedsATokenAndUsersSeeOnlyTheirJobs) {
   EXPECT_EQ(as_alice.ListJobs(10)->size(), 1u);
   EXPECT_EQ(Claw({"--api-token", bob, "status", *job}, &out), 2);
 
-  // The same over HTTP.
-  httplib::Client http("127.0.0.1", http_port_);
+  // Without the CA, or in plaintext, nothing gets through.
+  Client unpinned(target(), seconds(5), alice);
+  EXPECT_EQ(unpinned.ListJobs(10).status().code(), StatusCode::kUnavailable);
+
+  // The same over HTTPS.
+  httplib::SSLClient http("127.0.0.1", http_port_);
+  http.set_ca_cert_path(ca_file().c_str());
+  http.enable_server_certificate_verification(true);
   auto res = http.Post("/api/jobs", R"({"app":"noop","tasks":1})", "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 401) << res->body;
@@ -69,6 +76,11 @@ TEST_F(Access, EveryClientCallNeedsATokenAndUsersSeeOnlyTheirJobs) {
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200) << res->body;
   EXPECT_EQ(as_alice.ListJobs(10)->size(), 1u) << "refused calls stored nothing";
+
+  // An agent that pins the CA enrolls over TLS and runs alice's job.
+  StartAgent();
+  EXPECT_EQ(WaitForJobEnd(as_alice, *job, seconds(60)).state(), "done")
+      << ReadFile((dir_ / "agent0.log").string());
 }
 
 TEST_F(Access, InsecureLocalIsRefusedOffLoopback) {

@@ -172,6 +172,7 @@ class Network : public ::testing::Test {
 
   std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
   std::string data() const { return (dir_ / "data").string(); }
+  std::string ca_file() const { return data() + "/ca.pem"; }
 
   // With --insecure-local unless `secure` (then clients need API tokens).
   void StartCoordinator(std::vector<std::string> extra = {}, bool secure = false) {
@@ -179,6 +180,7 @@ class Network : public ::testing::Test {
                                       std::to_string(port_), "--http-port",
                                       std::to_string(http_port_), "--enroll-tokens", "8"};
     if (!secure) args.push_back("--insecure-local");
+    secure_ = secure;
     args.insert(args.end(), extra.begin(), extra.end());
     coordinator_ = std::make_unique<Process>(args, (dir_ / "coordinator.log").string());
     ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(data() + "/coordinator.json"); },
@@ -197,6 +199,7 @@ class Network : public ::testing::Test {
                                       (dir_ / ("agent" + n)).string(), "--token", token,
                                       "--slots", std::to_string(slots)};
     if (always) args.push_back("--always");
+    if (secure_) args.insert(args.end(), {"--ca", ca_file()});
     args.insert(args.end(), extra.begin(), extra.end());
     agents_.push_back(
         std::make_unique<Process>(args, (dir_ / ("agent" + n + ".log")).string()));
@@ -217,6 +220,7 @@ class Network : public ::testing::Test {
   std::filesystem::path dir_;
   int port_ = 0;
   int http_port_ = 0;
+  bool secure_ = false;  // TLS and API tokens (not --insecure-local)
   std::unique_ptr<Process> coordinator_;
   std::vector<std::unique_ptr<Process>> agents_;
 };
