@@ -1,6 +1,5 @@
 #include "agent/agent.h"
 
-#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -14,6 +13,7 @@
 
 #include "claw.grpc.pb.h"
 #include "common/crypto.h"
+#include "common/files.h"
 #include "protocol/signing.h"
 
 namespace claw {
@@ -198,14 +198,8 @@ Status Agent::LoadOrEnroll() {
                           {"coordinator", options_.coordinator},
                           {"coordinator_key", ToHex(resp.coordinator_key())},
                           {"secret_key", ToHex(kp.secret_key)}};
-      std::string tmp = path + ".tmp";
-      {
-        std::ofstream f(tmp, std::ios::trunc);
-        f << j.dump() << "\n";
-      }
-      chmod(tmp.c_str(), 0600);
-      std::filesystem::rename(tmp, path, ec);
-      if (ec) return Unavailable("cannot save identity to " + path + ": " + ec.message());
+      Status saved = WriteFileAtomically(path, j.dump() + "\n", 0600);
+      if (!saved.ok()) return Unavailable("cannot save the identity: " + saved.message());
       log_->info("enrolled agent={} coordinator={}", identity_.agent_id, options_.coordinator);
       return Status::Ok();
     }

@@ -1,11 +1,12 @@
 #include "coordinator/certificates.h"
 
+#include "common/files.h"
+
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/rand.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
-#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -82,19 +83,6 @@ bool IsIpAddress(const std::string& s) {
                         s.find_first_not_of("0123456789.") == std::string::npos);
 }
 
-Status WritePrivate(const std::string& path, const std::string& content, mode_t mode) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << content;
-    if (!f.flush()) return Unavailable("cannot write " + tmp);
-  }
-  chmod(tmp.c_str(), mode);
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return Unavailable("cannot rename " + tmp + ": " + ec.message());
-  return Status::Ok();
-}
 
 Result<TlsMaterial> Make(const std::string& dir, const std::vector<std::string>& names) {
   Key ca_key(EVP_EC_gen("P-256")), server_key(EVP_EC_gen("P-256"));
@@ -113,10 +101,10 @@ Result<TlsMaterial> Make(const std::string& dir, const std::vector<std::string>&
                    : nullptr;
   if (!ca || !server) return Internal("cannot make TLS certificates (names: " + san + ")");
   TlsMaterial m{ToPem(ca.get()), ToPem(server.get()), ToPem(server_key.get())};
-  CLAW_RETURN_IF_ERROR(WritePrivate(dir + "/ca.key", ToPem(ca_key.get()), 0600));
-  CLAW_RETURN_IF_ERROR(WritePrivate(dir + "/server.key", m.server_key_pem, 0600));
-  CLAW_RETURN_IF_ERROR(WritePrivate(dir + "/server.pem", m.server_cert_pem, 0644));
-  CLAW_RETURN_IF_ERROR(WritePrivate(dir + "/ca.pem", m.ca_pem, 0644));  // last: marks it done
+  CLAW_RETURN_IF_ERROR(WriteFileAtomically(dir + "/ca.key", ToPem(ca_key.get()), 0600));
+  CLAW_RETURN_IF_ERROR(WriteFileAtomically(dir + "/server.key", m.server_key_pem, 0600));
+  CLAW_RETURN_IF_ERROR(WriteFileAtomically(dir + "/server.pem", m.server_cert_pem, 0644));
+  CLAW_RETURN_IF_ERROR(WriteFileAtomically(dir + "/ca.pem", m.ca_pem, 0644));  // last: marks it done
   return m;
 }
 

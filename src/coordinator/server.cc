@@ -1,33 +1,15 @@
 #include "coordinator/server.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
 #include "common/crypto.h"
+#include "common/files.h"
 #include "coordinator/certificates.h"
 
 namespace claw {
-namespace {
-
-Status WriteFileAtomically(const std::string& path, const std::string& content, mode_t mode) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    if (!f) return Unavailable("cannot write " + tmp);
-    f << content;
-    if (!f.flush()) return Unavailable("cannot write " + tmp);
-  }
-  chmod(tmp.c_str(), mode);
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return Unavailable("cannot rename " + tmp + ": " + ec.message());
-  return Status::Ok();
-}
-
-}  // namespace
 
 Result<std::string> LoadCoordinatorKey(const std::string& data_dir, bool create, Logger log) {
   std::string path = data_dir + "/coordinator.key";

@@ -1,0 +1,17 @@
+// Small file helpers shared by the coordinator and the agent.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+#include "common/status.h"
+
+namespace claw {
+
+// Writes `content` to `path` through a temporary file and a rename, so a
+// reader sees the old file or the new one, never half of one; the file gets
+// `mode` (e.g. 0600 for keys and tokens) before it appears under its name.
+Status WriteFileAtomically(const std::string& path, const std::string& content, mode_t mode);
+
+}  // namespace claw
