@@ -247,6 +247,9 @@ void AddSubmit(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
   auto seed = std::make_shared<int64_t>(-1);
   auto wait = std::make_shared<bool>(false);
   auto json = std::make_shared<bool>(false);
+  auto ranges = std::make_shared<std::vector<std::string>>();
+  auto replication = std::make_shared<int64_t>(-1);
+  auto command = std::make_shared<std::vector<std::string>>();
   cmd->add_option("spec", *file, "Job spec JSON file, or - for stdin");
   cmd->add_option("--app", *app, "App name (instead of a spec file)");
   cmd->add_option("--name", *name, "Job name");
@@ -255,9 +258,21 @@ void AddSubmit(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
   cmd->add_option("--seed", *seed, "Random seed");
   cmd->add_flag("--wait,-w", *wait, "Show progress and wait for the result");
   cmd->add_flag("--json", *json, "Print JSON");
+  cmd->add_option("--range", *ranges,
+                  "exec: sweep a variable, name=A..B or name=a,b,c (repeatable: a grid)");
+  cmd->add_option("--replication", *replication, "Agents that run each task (quorum: a majority)");
+  cmd->add_option("command", *command,
+                  "exec: the command after --, with {name} for swept values, e.g. "
+                  "claw submit --app exec --range f=1..24 -- sha256sum /usr/bin/{f}")
+      ->expected(-1);
   cmd->fallthrough();
   cmd->callback([=] {
     std::string spec;
+    if (!app->empty() && !file->empty()) {
+      // With --app, the words after -- are the command, not a spec file.
+      command->insert(command->begin(), *file);
+      file->clear();
+    }
     if (!file->empty()) {
       spec = ReadSpec(*file);
     } else if (!app->empty()) {
@@ -265,6 +280,26 @@ void AddSubmit(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
       if (!name->empty()) j["name"] = *name;
       if (*tasks >= 0) j["tasks"] = *tasks;
       if (*seed >= 0) j["seed"] = *seed;
+      if (*replication >= 0) j["replication"] = *replication;
+      if (!command->empty()) j["params"]["command"] = *command;
+      for (const std::string& r : *ranges) {
+        size_t eq = r.find('=');
+        if (eq == std::string::npos || eq == 0) {
+          throw CLI::RuntimeError(Fail(InvalidArgument("--range " + r + ": expected name=A..B")));
+        }
+        std::string values = r.substr(eq + 1);
+        if (values.find("..") != std::string::npos) {
+          j["params"]["sweep"][r.substr(0, eq)] = values;
+        } else {
+          nlohmann::json list = nlohmann::json::array();
+          for (size_t at = 0; at <= values.size();) {
+            size_t comma = std::min(values.find(',', at), values.size());
+            list.push_back(values.substr(at, comma - at));
+            at = comma + 1;
+          }
+          j["params"]["sweep"][r.substr(0, eq)] = list;
+        }
+      }
       spec = j.dump();
     } else {
       throw CLI::RuntimeError(Fail(InvalidArgument("give a spec file or --app")));

@@ -1,0 +1,148 @@
+#include "apps/sandbox.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "common/clock.h"
+
+extern char** environ;
+
+namespace claw {
+namespace {
+
+constexpr const char* kBwrap = "/usr/bin/bwrap";
+
+std::vector<std::string> BwrapArgs(const std::string& scratch_dir) {
+  return {kBwrap,
+          "--unshare-all",  // network (only a loopback), PID, IPC, UTS, user, cgroup
+          "--die-with-parent",
+          "--new-session",
+          "--ro-bind", "/usr", "/usr",
+          "--symlink", "usr/bin", "/bin",
+          "--symlink", "usr/sbin", "/sbin",
+          "--symlink", "usr/lib", "/lib",
+          "--symlink", "usr/lib64", "/lib64",
+          "--ro-bind-try", "/etc/alternatives", "/etc/alternatives",
+          "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
+          "--proc", "/proc",
+          "--dev", "/dev",
+          "--tmpfs", "/tmp",
+          "--bind", scratch_dir, "/work",
+          "--chdir", "/work",
+          "--clearenv",
+          "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
+          "--setenv", "HOME", "/work",
+          "--setenv", "LANG", "C.UTF-8",
+          "--"};
+}
+
+void SetLimit(int resource, uint64_t value) {
+  rlimit rl{value, value};
+  setrlimit(resource, &rl);
+}
+
+}  // namespace
+
+Status SandboxAvailable() {
+#ifdef __APPLE__
+  return FailedPrecondition("no sandbox on macOS yet (sandbox-exec profile not written)");
+#else
+  if (access(kBwrap, X_OK) != 0) {
+    return FailedPrecondition("bubblewrap (" + std::string(kBwrap) + ") is not installed");
+  }
+  static const Status probe = [] {
+    std::string dir = std::filesystem::temp_directory_path() / ("claw-probe-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir);
+    auto r = RunSandboxed({"true"}, dir, SandboxLimits{std::chrono::seconds(10)});
+    std::filesystem::remove_all(dir);
+    if (!r.ok()) return r.status();
+    if (r->exit_code != 0) {
+      return FailedPrecondition("bubblewrap cannot start a sandbox here (user namespaces off?): " +
+                                r->stderr_text);
+    }
+    return Status::Ok();
+  }();
+  return probe;
+#endif
+}
+
+Result<SandboxResult> RunSandboxed(const std::vector<std::string>& argv,
+                                   const std::string& scratch_dir, const SandboxLimits& limits) {
+  if (argv.empty()) return InvalidArgument("command: empty");
+  std::vector<std::string> args = BwrapArgs(scratch_dir);
+  args.insert(args.end(), argv.begin(), argv.end());
+  std::vector<char*> cargv;
+  for (auto& a : args) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+
+  int out[2], err[2];
+  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) return Unavailable("pipe failed");
+  // rlimits are inherited across exec: set them in a child of our own
+  // (fork, then exec bwrap), not in this process.
+  pid_t pid = fork();
+  if (pid < 0) return Unavailable("fork failed");
+  if (pid == 0) {
+    setpgid(0, 0);
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    int devnull = open("/dev/null", O_RDONLY);
+    dup2(devnull, 0);
+    SetLimit(RLIMIT_CPU, limits.cpu_seconds);
+    SetLimit(RLIMIT_AS, limits.memory_bytes);
+    SetLimit(RLIMIT_FSIZE, limits.file_bytes);
+    SetLimit(RLIMIT_CORE, 0);
+    signal(SIGPIPE, SIG_DFL);
+    execve(kBwrap, cargv.data(), environ);
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  close(out[1]);
+  close(err[1]);
+
+  SandboxResult result;
+  Stopwatch watch;
+  pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+  std::string* sinks[2] = {&result.stdout_text, &result.stderr_text};
+  int open_fds = 2;
+  char buf[16384];
+  while (open_fds > 0) {
+    int64_t left_ms = limits.wall_time.count() * 1000 - watch.Micros() / 1000;
+    if (left_ms <= 0) {
+      result.timed_out = true;
+      break;
+    }
+    if (poll(fds, 2, static_cast<int>(std::min<int64_t>(left_ms, 1000))) < 0 && errno != EINTR) {
+      break;
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      ssize_t n = read(fds[i].fd, buf, sizeof buf);
+      if (n <= 0) {
+        close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+        continue;
+      }
+      size_t room = limits.output_bytes - std::min(limits.output_bytes, sinks[i]->size());
+      sinks[i]->append(buf, std::min<size_t>(room, static_cast<size_t>(n)));
+      if (static_cast<size_t>(n) > room) result.truncated = true;
+    }
+  }
+  if (result.timed_out) kill(-pid, SIGKILL);  // the whole tree
+  for (auto& f : fds) {
+    if (f.fd >= 0) close(f.fd);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+}  // namespace claw

@@ -1,0 +1,44 @@
+// Runs an untrusted command isolated from its host: under bubblewrap on Linux
+// (no network, no view of the host's files but a read-only /usr, a scratch
+// directory as the only writable place, a fresh PID namespace, no
+// environment), with rlimits on CPU time, address space and file size, and a
+// wall-clock timeout after which the whole process tree is killed.
+//
+// Where no sandbox works (no bwrap, user namespaces disabled, macOS for now)
+// Available() says why and Run refuses: a command is never run bare.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace claw {
+
+struct SandboxLimits {
+  std::chrono::seconds wall_time{600};
+  uint64_t cpu_seconds = 600;
+  uint64_t memory_bytes = 2ULL << 30;  // RLIMIT_AS
+  uint64_t file_bytes = 1ULL << 30;    // RLIMIT_FSIZE: largest file it may write
+  size_t output_bytes = 64 << 10;      // of stdout and of stderr kept, each
+};
+
+struct SandboxResult {
+  int exit_code = -1;   // the command's, or 128 + signal
+  bool timed_out = false;
+  std::string stdout_text;  // at most limits.output_bytes
+  std::string stderr_text;
+  bool truncated = false;   // stdout or stderr was longer
+};
+
+// Ok when commands can be sandboxed here; otherwise why not.
+Status SandboxAvailable();
+
+// Runs argv[0] (looked up in the sandbox's PATH) with `scratch_dir` mounted
+// read-write as /work, the working directory. Errors are about the sandbox
+// itself; the command's failure is in the result.
+Result<SandboxResult> RunSandboxed(const std::vector<std::string>& argv,
+                                   const std::string& scratch_dir, const SandboxLimits& limits);
+
+}  // namespace claw

@@ -1,0 +1,58 @@
+// The exec app through the whole network: a sweep of shell commands run in
+// the sandbox on two agents, each task run on both (2/2) and compared.
+#include "apps/sandbox.h"
+#include "harness.h"
+
+namespace claw::testing {
+namespace {
+
+using std::chrono::seconds;
+
+class Exec : public Network {};
+
+TEST_F(Exec, ASweepOfCommandsRunsSandboxedAndReplicated) {
+  if (Status st = SandboxAvailable(); !st.ok()) GTEST_SKIP() << st.message();
+  StartCoordinator();
+  StartAgent();
+  StartAgent();
+  Client client(target(), seconds(5));
+  auto id = client.Submit(
+      R"({"app":"exec","params":{"command":["sh","-c","echo frame {frame}; echo {frame} | sha256sum"],)"
+      R"("sweep":{"frame":"1..12"},"timeout_s":30}})");
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  v1::JobInfo end = WaitForJobEnd(client, *id, seconds(120));
+  ASSERT_EQ(end.state(), "done") << end.error();
+  auto results = client.Results(*id);
+  ASSERT_TRUE(results.ok());
+  auto r = nlohmann::json::parse(results->result_json());
+  ASSERT_EQ(r["tasks"].size(), 12u);
+  for (int i = 0; i < 12; ++i) {
+    const auto& t = r["tasks"][i];
+    EXPECT_EQ(t["vars"]["frame"], i + 1);
+    std::string out = t["stdout"];
+    EXPECT_EQ(out.rfind("frame " + std::to_string(i + 1) + "\n", 0), 0u) << out;
+    EXPECT_EQ(out.size(), std::string("frame " + std::to_string(i + 1) + "\n").size() + 64 + 4);
+  }
+  // Both agents agreed on every task.
+  auto agents = client.ListAgents();
+  ASSERT_TRUE(agents.ok());
+  for (const auto& a : *agents) EXPECT_EQ(a.invalid_results(), 0u);
+}
+
+TEST_F(Exec, ACommandThatKeepsFailingFailsTheJobWithItsError) {
+  if (Status st = SandboxAvailable(); !st.ok()) GTEST_SKIP() << st.message();
+  StartCoordinator();
+  StartAgent();
+  Client client(target(), seconds(5));
+  auto id = client.Submit(
+      R"({"app":"exec","replication":1,"max_attempts":2,)"
+      R"("params":{"command":["sh","-c","echo no such input >&2; exit 2"]}})");
+  ASSERT_TRUE(id.ok());
+  v1::JobInfo end = WaitForJobEnd(client, *id, seconds(60));
+  EXPECT_EQ(end.state(), "failed");
+  EXPECT_NE(end.error().find("exit code 2"), std::string::npos) << end.error();
+  EXPECT_NE(end.error().find("no such input"), std::string::npos) << end.error();
+}
+
+}  // namespace
+}  // namespace claw::testing
