@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -59,6 +60,21 @@ void PrintResult(const v1::JobInfo& job, const std::string& result_json, bool js
                   se > 0 ? (est - ref) / se : 0.0);
     }
     std::printf("%s", timing.c_str());
+    return;
+  }
+  if (r.is_object() && r.contains("tasks") && r["tasks"].is_array()) {  // exec: one line a task
+    std::printf("%s: %zu tasks\n", job.job_id().c_str(), r["tasks"].size());
+    for (const auto& t : r["tasks"]) {
+      std::string vars, out = t.value("stdout", "");
+      const nlohmann::json values = t.value("vars", nlohmann::json::object());
+      for (const auto& [k, v] : values.items()) {
+        vars += (vars.empty() ? "" : " ") + k + "=" + (v.is_string() ? v.get<std::string>() : v.dump());
+      }
+      std::replace(out.begin(), out.end(), '\n', ' ');
+      if (out.size() > 100) out = out.substr(0, 97) + "...";
+      std::printf("  %-24s %s\n", vars.empty() ? "-" : vars.c_str(), out.c_str());
+    }
+    std::printf("  (--json for the whole output)\n%s", timing.c_str());
     return;
   }
   std::printf("%s\n%s", r.dump(2).c_str(), timing.c_str());
