@@ -10,15 +10,23 @@ namespace {
 
 int HttpCode(StatusCode c) {
   switch (c) {
-    case StatusCode::kInvalidArgument: return 400;
-    case StatusCode::kPermissionDenied: return 403;
-    case StatusCode::kUnauthenticated: return 401;
-    case StatusCode::kNotFound: return 404;
+    case StatusCode::kInvalidArgument:
+      return 400;
+    case StatusCode::kPermissionDenied:
+      return 403;
+    case StatusCode::kUnauthenticated:
+      return 401;
+    case StatusCode::kNotFound:
+      return 404;
     case StatusCode::kAlreadyExists:
-    case StatusCode::kFailedPrecondition: return 409;
-    case StatusCode::kResourceExhausted: return 413;
-    case StatusCode::kUnavailable: return 503;
-    default: return 500;
+    case StatusCode::kFailedPrecondition:
+      return 409;
+    case StatusCode::kResourceExhausted:
+      return 413;
+    case StatusCode::kUnavailable:
+      return 503;
+    default:
+      return 500;
   }
 }
 
@@ -57,69 +65,73 @@ HttpApi::~HttpApi() { Stop(); }
 void HttpApi::Routes() {
   httplib::Server& s = *server_;
   s.set_payload_max_length(kMaxSpecBytes + 1024);
-  s.Post("/api/jobs", [this](const httplib::Request& req, httplib::Response& res) {
-    auto caller = Caller(req);
-    if (!caller.ok()) return ReplyError(res, caller.status());
-    auto id = coordinator_->Submit(req.body, *caller);
-    if (!id.ok()) return ReplyError(res, id.status());
-    auto info = coordinator_->GetJob(*id, *caller);
-    Reply(res, 201, info.ok() ? JobInfoToJson(*info) : nlohmann::json{{"job_id", *id}});
-  });
-  s.Get("/api/jobs", [this](const httplib::Request& req, httplib::Response& res) {
-    auto caller = Caller(req);
-    if (!caller.ok()) return ReplyError(res, caller.status());
-    size_t limit = 100;
-    if (req.has_param("limit")) {
-      try {
-        limit = std::clamp<size_t>(std::stoul(req.get_param_value("limit")), 1, 10'000);
-      } catch (...) {
-        return ReplyError(res, InvalidArgument("limit: must be a positive integer"));
-      }
-    }
-    nlohmann::json jobs = nlohmann::json::array();
-    for (const auto& j : coordinator_->ListJobs(limit, *caller)) jobs.push_back(JobInfoToJson(j));
-    Reply(res, 200, {{"jobs", jobs}});
-  });
-  s.Get("/api/agents", [this](const httplib::Request& req, httplib::Response& res) {
-    auto caller = Caller(req);
-    if (!caller.ok()) return ReplyError(res, caller.status());
-    auto agents = coordinator_->ListAgents();
-    if (!agents.ok()) return ReplyError(res, agents.status());
-    nlohmann::json list = nlohmann::json::array();
-    for (const auto& a : *agents) list.push_back(AgentInfoToJson(a));
-    Reply(res, 200, {{"agents", list}});
-  });
-  s.Get(R"(/api/jobs/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-    auto caller = Caller(req);
-    if (!caller.ok()) return ReplyError(res, caller.status());
-    auto info = coordinator_->GetJob(req.matches[1], *caller);
-    if (!info.ok()) return ReplyError(res, info.status());
-    Reply(res, 200, JobInfoToJson(*info));
-  });
-  s.Post(R"(/api/jobs/([^/]+)/cancel)", [this](const httplib::Request& req,
-                                                httplib::Response& res) {
-    auto caller = Caller(req);
-    if (!caller.ok()) return ReplyError(res, caller.status());
-    auto info = coordinator_->Cancel(req.matches[1], *caller);
-    if (!info.ok()) return ReplyError(res, info.status());
-    Reply(res, 200, JobInfoToJson(*info));
-  });
-  s.Get(R"(/api/jobs/([^/]+)/results)", [this](const httplib::Request& req,
-                                                httplib::Response& res) {
-    auto caller = Caller(req);
-    if (!caller.ok()) return ReplyError(res, caller.status());
-    auto r = coordinator_->GetResults(req.matches[1], *caller);
-    if (!r.ok()) return ReplyError(res, r.status());
-    nlohmann::json result = r->second.empty() ? nlohmann::json(nullptr)
-                                              : nlohmann::json::parse(r->second, nullptr, false);
-    Reply(res, 200, {{"job", JobInfoToJson(r->first)}, {"result", result}});
-  });
+  // An /api handler that runs as the request's caller, or answers 401.
+  auto authed = [this](auto body) {
+    return [this, body](const httplib::Request& req, httplib::Response& res) {
+      auto caller = Caller(req);
+      if (!caller.ok()) return ReplyError(res, caller.status());
+      body(req, res, *caller);
+    };
+  };
+  s.Post("/api/jobs", authed([this](const httplib::Request& req, httplib::Response& res,
+                                    const UserRecord& caller) {
+           auto id = coordinator_->Submit(req.body, caller);
+           if (!id.ok()) return ReplyError(res, id.status());
+           auto info = coordinator_->GetJob(*id, caller);
+           Reply(res, 201, info.ok() ? JobInfoToJson(*info) : nlohmann::json{{"job_id", *id}});
+         }));
+  s.Get("/api/jobs", authed([this](const httplib::Request& req, httplib::Response& res,
+                                   const UserRecord& caller) {
+          size_t limit = 100;
+          if (req.has_param("limit")) {
+            try {
+              limit = std::clamp<size_t>(std::stoul(req.get_param_value("limit")), 1, 10'000);
+            } catch (...) {
+              return ReplyError(res, InvalidArgument("limit: must be a positive integer"));
+            }
+          }
+          nlohmann::json jobs = nlohmann::json::array();
+          for (const auto& j : coordinator_->ListJobs(limit, caller))
+            jobs.push_back(JobInfoToJson(j));
+          Reply(res, 200, {{"jobs", jobs}});
+        }));
+  s.Get("/api/agents", authed([this](const httplib::Request& req, httplib::Response& res,
+                                     const UserRecord& caller) {
+          auto agents = coordinator_->ListAgents();
+          if (!agents.ok()) return ReplyError(res, agents.status());
+          nlohmann::json list = nlohmann::json::array();
+          for (const auto& a : *agents) list.push_back(AgentInfoToJson(a));
+          Reply(res, 200, {{"agents", list}});
+        }));
+  s.Get(R"(/api/jobs/([^/]+))", authed([this](const httplib::Request& req, httplib::Response& res,
+                                              const UserRecord& caller) {
+          auto info = coordinator_->GetJob(req.matches[1], caller);
+          if (!info.ok()) return ReplyError(res, info.status());
+          Reply(res, 200, JobInfoToJson(*info));
+        }));
+  s.Post(
+      R"(/api/jobs/([^/]+)/cancel)",
+      authed([this](const httplib::Request& req, httplib::Response& res, const UserRecord& caller) {
+        auto info = coordinator_->Cancel(req.matches[1], caller);
+        if (!info.ok()) return ReplyError(res, info.status());
+        Reply(res, 200, JobInfoToJson(*info));
+      }));
+  s.Get(
+      R"(/api/jobs/([^/]+)/results)",
+      authed([this](const httplib::Request& req, httplib::Response& res, const UserRecord& caller) {
+        auto r = coordinator_->GetResults(req.matches[1], caller);
+        if (!r.ok()) return ReplyError(res, r.status());
+        nlohmann::json result = r->second.empty()
+                                    ? nlohmann::json(nullptr)
+                                    : nlohmann::json::parse(r->second, nullptr, false);
+        Reply(res, 200, {{"job", JobInfoToJson(r->first)}, {"result", result}});
+      }));
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     CoordinatorMetrics m = coordinator_->Metrics();
     std::string out;
     auto line = [&](const char* name, const char* type, double v) {
-      out += std::string("# TYPE ") + name + " " + type + "\n" + name + " " +
-             std::to_string(v) + "\n";
+      out +=
+          std::string("# TYPE ") + name + " " + type + "\n" + name + " " + std::to_string(v) + "\n";
     };
     line("claw_jobs_submitted_total", "counter", m.jobs_submitted);
     line("claw_results_accepted_total", "counter", m.results_accepted);
@@ -153,7 +165,8 @@ void HttpApi::Routes() {
 Result<int> HttpApi::Start(const std::string& host, int port) {
   if (!server_->is_valid()) return Internal("HTTPS: cannot load the server certificate or key");
   Routes();
-  int bound = port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
+  int bound =
+      port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
   if (bound < 0) return Unavailable("cannot bind HTTP " + host + ":" + std::to_string(port));
   thread_ = std::thread([this] { server_->listen_after_bind(); });
   return bound;
