@@ -110,7 +110,7 @@ double SequentialSeconds(const std::string& spec) {
   const App* app = apps.Find(planned->spec.app);
   Stopwatch w;
   for (const auto& t : planned->tasks) {
-    auto out = app->Run(t.params);
+    auto out = app->Run(t.params, {});
     if (!out.ok()) std::exit(1);
   }
   return w.Seconds();

@@ -13,7 +13,9 @@
 
 #include "claw.grpc.pb.h"
 #include "common/crypto.h"
+#include "apps/registry.h"
 #include "common/files.h"
+#include "protocol/blob_client.h"
 #include "protocol/signing.h"
 
 namespace claw {
@@ -26,9 +28,14 @@ struct Agent::Report {
 };
 
 struct Agent::Event {
-  enum class Kind { kMessage, kOutcome, kStreamEnded, kWake } kind;
+  // kStaged: `tasks` have their inputs (`failures`: leases whose inputs
+  // could not be had, with why). kUploaded: `outcome`'s files are uploaded
+  // (or it was turned into a failure).
+  enum class Kind { kMessage, kOutcome, kStreamEnded, kWake, kStaged, kUploaded } kind;
   v1::CoordinatorMessage msg;
   TaskOutcome outcome;
+  std::vector<v1::WorkerTask> tasks = {};
+  std::vector<std::pair<uint64_t, std::string>> failures = {};
 };
 
 // One session stream and the thread that reads it.
@@ -104,12 +111,16 @@ Agent::Agent(AgentOptions options, const Clock* clock, std::unique_ptr<Sensors> 
       clock_(clock),
       sensors_(std::move(sensors)),
       log_(std::move(log)),
-      policy_(options_.availability) {
+      policy_(options_.availability),
+      apps_(BuiltinApps()) {
   slots_ = options_.slots ? options_.slots : std::max(1u, std::thread::hardware_concurrency());
   if (options_.worker_executable.empty()) options_.worker_executable = SelfExecutable();
 }
 
-Agent::~Agent() { Stop(); }
+Agent::~Agent() {
+  Stop();
+  if (transfer_thread_.joinable()) transfer_thread_.join();
+}
 
 void Agent::Post(Event e) {
   {
@@ -124,6 +135,54 @@ void Agent::Stop() {
   std::lock_guard lock(mu_);
   if (active_) active_->Cancel();
   cv_.notify_all();
+  transfer_cv_.notify_all();
+}
+
+// ---- blob transfers -------------------------------------------------------------
+
+void Agent::TransferLoop() {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(4 << 20);
+  BlobClient client(grpc::CreateCustomChannel(options_.coordinator, Credentials(), args),
+                    AgentBlobAuth(identity_.agent_id, identity_.secret_key, clock_));
+  for (;;) {
+    Transfer t;
+    {
+      std::unique_lock lock(mu_);
+      transfer_cv_.wait(lock, [this] { return stop_ || !transfers_.empty(); });
+      if (stop_) return;
+      t = std::move(transfers_.front());
+      transfers_.pop_front();
+    }
+    if (t.outcome) {
+      TaskOutcome& o = *t.outcome;
+      for (const std::string& h : t.app->OutputBlobs(o.output)) {
+        Status st = client.Upload(h, *blobs_);
+        if (!st.ok()) {
+          o = TaskOutcome{o.lease_id, false, "", "uploading output " + st.message(), o.runtime_us};
+          break;
+        }
+      }
+      Post(Event{Event::Kind::kUploaded, {}, std::move(o)});
+      continue;
+    }
+    Event e{Event::Kind::kStaged, {}, {}};
+    for (v1::WorkerTask& task : t.tasks) {
+      Status st = Status::Ok();
+      const App* app = apps_.Find(task.app());
+      for (const std::string& h : app ? app->TaskInputBlobs(task.params()) : std::vector<std::string>{}) {
+        st = client.Fetch(h, *blobs_);
+        if (!st.ok()) break;
+      }
+      if (st.ok()) {
+        e.tasks.push_back(std::move(task));
+      } else {
+        log_->warn("input blob refused lease={} error={}", task.lease_id(), st.message());
+        e.failures.emplace_back(task.lease_id(), "fetching input " + st.message());
+      }
+    }
+    Post(std::move(e));
+  }
 }
 
 v1::DeviceReport Agent::Device() const {
@@ -241,6 +300,10 @@ Status Agent::Run() {
   popts.workers = slots_;
   popts.executable = options_.worker_executable;
   popts.limits = options_.limits;
+  blobs_ = std::make_unique<BlobDir>(options_.state_dir + "/blobs");
+  CLAW_RETURN_IF_ERROR(blobs_->Init());
+  popts.blob_dir = blobs_->root();
+  transfer_thread_ = std::thread([this] { TransferLoop(); });
   pool_ = std::make_unique<WorkerPool>(
       popts, [this](TaskOutcome o) { Post(Event{Event::Kind::kOutcome, {}, std::move(o)}); },
       log_);
@@ -295,6 +358,8 @@ Agent::SessionEnd Agent::ServeSession(Session& s) {
                         identity_.secret_key));
   for (uint64_t l : pool_->HeldLeases()) h->add_held_leases(l);
   for (const auto& [l, r] : unacked_) h->add_held_leases(l);
+  for (uint64_t l : staging_) h->add_held_leases(l);
+  for (uint64_t l : uploading_) h->add_held_leases(l);
   *h->mutable_device() = Device();
   requested_ = 0;
   withdraw_ = false;
@@ -347,11 +412,39 @@ void Agent::Handle(Event& e, Session& s) {
     case Event::Kind::kOutcome: {
       TaskOutcome& o = e.outcome;
       avg_task_s_ = UpdateTaskTimeAverage(avg_task_s_, static_cast<double>(o.runtime_us) / 1e6);
-      Report r{o.ok ? Report::Kind::kResult : Report::Kind::kFailure,
-               o.ok ? std::move(o.output) : std::move(o.error), o.runtime_us};
-      unacked_[o.lease_id] = std::move(r);
-      outbox_.push_back(o.lease_id);
-      if (!first_unsent_) first_unsent_ = clock_->Now();
+      if (auto f = with_files_.find(o.lease_id); f != with_files_.end()) {
+        const App* app = f->second;
+        with_files_.erase(f);
+        if (o.ok && !app->OutputBlobs(o.output).empty()) {  // upload first
+          uploading_.insert(o.lease_id);
+          std::lock_guard lock(mu_);
+          transfers_.push_back(Transfer{{}, std::move(o), app});
+          transfer_cv_.notify_one();
+          return;
+        }
+      }
+      AddReport(o.lease_id, Report{o.ok ? Report::Kind::kResult : Report::Kind::kFailure,
+                                   o.ok ? std::move(o.output) : std::move(o.error), o.runtime_us});
+      return;
+    }
+    case Event::Kind::kUploaded: {
+      TaskOutcome& o = e.outcome;
+      if (uploading_.erase(o.lease_id) == 0) return;  // cancelled meanwhile
+      AddReport(o.lease_id, Report{o.ok ? Report::Kind::kResult : Report::Kind::kFailure,
+                                   o.ok ? std::move(o.output) : std::move(o.error), o.runtime_us});
+      return;
+    }
+    case Event::Kind::kStaged: {
+      for (auto& [lease, why] : e.failures) {
+        if (staging_.erase(lease) == 0) continue;
+        with_files_.erase(lease);
+        AddReport(lease, Report{Report::Kind::kFailure, std::move(why), 0});
+      }
+      std::vector<v1::WorkerTask> ready;
+      for (auto& t : e.tasks) {
+        if (staging_.erase(t.lease_id()) > 0) ready.push_back(std::move(t));
+      }
+      Dispatch(std::move(ready));
       return;
     }
     case Event::Kind::kMessage:
@@ -365,6 +458,9 @@ void Agent::Handle(Event& e, Session& s) {
   for (uint64_t l : m.cancel()) {
     pool_->Cancel(l);
     unacked_.erase(l);
+    staging_.erase(l);
+    uploading_.erase(l);
+    with_files_.erase(l);
   }
   if (m.assignments_size() > 0 &&
       !AssignmentsVerify(identity_.agent_id, identity_.coordinator_key, m)) {
@@ -382,22 +478,52 @@ void Agent::Handle(Event& e, Session& s) {
   } else if (m.assignments_size() > 0) {
     requested_ -= std::min<size_t>(requested_, m.assignments_size());
     std::vector<v1::WorkerTask> tasks;
+    Transfer staging;
     tasks.reserve(m.assignments_size());
     for (auto& a : *m.mutable_assignments()) {
-      if (policy_.state() == Availability::kAway) {  // raced with our withdrawal
-        unacked_[a.lease_id()] = Report{Report::Kind::kReturned, "", 0};
-        outbox_.push_back(a.lease_id());
-        continue;
-      }
       v1::WorkerTask t;
       t.set_lease_id(a.lease_id());
       t.set_app(std::move(*a.mutable_app()));
       t.set_params(std::move(*a.mutable_params()));
+      const App* app = apps_.Find(t.app());
+      if (app && app->HasFiles()) {
+        with_files_[t.lease_id()] = app;
+        auto inputs = app->TaskInputBlobs(t.params());
+        if (std::any_of(inputs.begin(), inputs.end(),
+                        [&](const std::string& h) { return !blobs_->Has(h); })) {
+          staging_.insert(t.lease_id());
+          staging.tasks.push_back(std::move(t));
+          continue;
+        }
+      }
       tasks.push_back(std::move(t));
     }
-    if (!tasks.empty()) pool_->Submit(std::move(tasks));
+    Dispatch(std::move(tasks));
+    if (!staging.tasks.empty()) {
+      std::lock_guard lock(mu_);
+      transfers_.push_back(std::move(staging));
+      transfer_cv_.notify_one();
+    }
   }
   if (m.drain()) withdraw_ = true;
+}
+
+void Agent::AddReport(uint64_t lease, Report report) {
+  unacked_[lease] = std::move(report);
+  outbox_.push_back(lease);
+  if (!first_unsent_) first_unsent_ = clock_->Now();
+}
+
+void Agent::Dispatch(std::vector<v1::WorkerTask> tasks) {
+  if (tasks.empty()) return;
+  if (policy_.state() == Availability::kAway) {  // raced with our withdrawal
+    for (const auto& t : tasks) {
+      with_files_.erase(t.lease_id());
+      AddReport(t.lease_id(), Report{Report::Kind::kReturned, "", 0});
+    }
+    return;
+  }
+  pool_->Submit(std::move(tasks));
 }
 
 void Agent::CheckAvailability(Session& s) {
@@ -413,9 +539,12 @@ void Agent::CheckAvailability(Session& s) {
     pool_->Pause();
     withdraw_ = true;
   } else if (now == Availability::kAway) {
-    for (uint64_t l : pool_->TakeBackAll()) {
-      unacked_[l] = Report{Report::Kind::kReturned, "", 0};
-      outbox_.push_back(l);
+    std::vector<uint64_t> back = pool_->TakeBackAll();
+    back.insert(back.end(), staging_.begin(), staging_.end());
+    staging_.clear();
+    for (uint64_t l : back) {
+      with_files_.erase(l);
+      AddReport(l, Report{Report::Kind::kReturned, "", 0});
     }
   } else {
     pool_->Resume();
@@ -459,7 +588,7 @@ bool Agent::Flush(Session& s) {
       requested_ = 0;
       withdraw_ = false;
     } else if (policy_.state() == Availability::kAvailable && outbox_.empty()) {
-      size_t have = pool_->held() + requested_;
+      size_t have = pool_->held() + staging_.size() + requested_;
       size_t target =
           PrefetchTarget(slots_, options_.prefetch_seconds, avg_task_s_, options_.max_prefetch);
       if (have < target) {

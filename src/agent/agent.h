@@ -11,6 +11,12 @@
 // comes back the workers are frozen, and after a grace period their tasks
 // are handed back.
 //
+// Tasks of apps with files (App::HasFiles) pass through a transfer thread
+// on the way in (their input blobs are fetched into <state_dir>/blobs,
+// checked against their hashes, once per blob) and on the way out (their
+// output blobs are uploaded before the result is reported), so that a slow
+// transfer never holds up the session or other tasks.
+//
 // Run() blocks on the calling thread; Stop() may be called from any thread.
 #pragma once
 
@@ -22,6 +28,9 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "agent/availability.h"
 
@@ -30,6 +39,8 @@ class ChannelCredentials;
 }
 #include "agent/worker_pool.h"
 #include "claw.pb.h"
+#include "common/blobs.h"
+#include "core/app.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/status.h"
@@ -97,7 +108,18 @@ class Agent {
   struct Event;
   class Session;
 
+  // A task or result waiting for blob transfers.
+  struct Transfer {
+    std::vector<v1::WorkerTask> tasks;  // fetch their inputs, then run them
+    std::optional<TaskOutcome> outcome;  // upload its outputs, then report it
+    const App* app = nullptr;            // the outcome's
+  };
+
   Status LoadOrEnroll();
+  void TransferLoop();
+  // Hands tasks to the pool, or back to the coordinator when away.
+  void Dispatch(std::vector<v1::WorkerTask> tasks);
+  void AddReport(uint64_t lease, Report report);
   v1::DeviceReport Device() const;
   // Why a session ended, and whether it had got as far as exchanging work
   // (then the next attempt starts with the shortest backoff).
@@ -121,6 +143,12 @@ class Agent {
   double flops_ = 0;
   size_t slots_ = 1;
   std::unique_ptr<WorkerPool> pool_;
+  AppRegistry apps_;
+  std::unique_ptr<BlobDir> blobs_;
+
+  std::thread transfer_thread_;
+  std::deque<Transfer> transfers_;     // guarded by mu_
+  std::condition_variable transfer_cv_;
 
   std::atomic<bool> stop_{false};
   std::mutex mu_;
@@ -138,6 +166,9 @@ class Agent {
   Time last_send_;
   Time next_sensor_read_;
   std::optional<Time> first_unsent_;  // when the oldest unsent report was made
+  std::unordered_map<uint64_t, const App*> with_files_;  // running leases of apps with files
+  std::unordered_set<uint64_t> staging_;    // waiting for their input blobs
+  std::unordered_set<uint64_t> uploading_;  // results waiting for their output blobs
 };
 
 }  // namespace claw

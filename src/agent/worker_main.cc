@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <optional>
 
 #include "agent/framing.h"
 #include "claw.pb.h"
+#include "common/blobs.h"
 #include "common/clock.h"
 
 namespace claw {
@@ -27,7 +29,10 @@ uint64_t CpuSecondsUsed() {
 
 }  // namespace
 
-int RunWorker(const AppRegistry& apps, const WorkerLimits& limits) {
+int RunWorker(const AppRegistry& apps, const WorkerLimits& limits, const std::string& blob_dir) {
+  std::optional<BlobDir> blobs;
+  if (!blob_dir.empty()) blobs.emplace(blob_dir);
+  RunContext context{blobs ? &*blobs : nullptr};
   signal(SIGPIPE, SIG_IGN);
   SetSoftLimit(RLIMIT_CORE, 0);
   if (limits.memory_bytes > 0) SetSoftLimit(RLIMIT_AS, limits.memory_bytes);
@@ -45,7 +50,7 @@ int RunWorker(const AppRegistry& apps, const WorkerLimits& limits) {
       if (!app) {
         res.set_error("unknown app '" + task.app() + "'");
       } else {
-        auto out = app->Run(task.params());
+        auto out = app->Run(task.params(), context);
         if (out.ok()) {
           res.set_ok(true);
           res.set_output(std::move(out).value());

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "core/app.h"
 
@@ -21,6 +22,7 @@ struct WorkerLimits {
 };
 
 // Runs the worker loop on fds 0/1. Returns the process exit code.
-int RunWorker(const AppRegistry& apps, const WorkerLimits& limits);
+// `blob_dir`: the agent's blob cache (RunContext::blobs); empty: none.
+int RunWorker(const AppRegistry& apps, const WorkerLimits& limits, const std::string& blob_dir);
 
 }  // namespace claw

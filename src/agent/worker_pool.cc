@@ -100,7 +100,8 @@ bool WorkerPool::Spawn(Worker* w) {
   std::string cpu = std::to_string(options_.limits.cpu_seconds);
   std::string slot = std::to_string(w->slot);
   const char* argv[] = {options_.executable.c_str(), "__worker", "--memory-bytes", mem.c_str(),
-                        "--cpu-seconds", cpu.c_str(), "--slot", slot.c_str(), nullptr};
+                        "--cpu-seconds", cpu.c_str(), "--slot", slot.c_str(),
+                        "--blob-dir", options_.blob_dir.c_str(), nullptr};
   pid_t pid;
   int rc = posix_spawn(&pid, options_.executable.c_str(), &fa, nullptr,
                        const_cast<char* const*>(argv), environ);

@@ -36,6 +36,7 @@ struct WorkerPoolOptions {
   std::string executable;  // the `claw` binary; started as `claw __worker ...`
   WorkerLimits limits;
   size_t max_batch = 64;   // most tasks handed to one worker at once
+  std::string blob_dir;    // the agent's blob cache, for apps with files; empty: none
 };
 
 struct TaskOutcome {

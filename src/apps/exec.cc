@@ -1,10 +1,13 @@
 #include "apps/exec.h"
 
+#include <fnmatch.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "apps/sandbox.h"
+#include "common/blobs.h"
 #include "common/crypto.h"
 #include "core/job_spec.h"
 #include "core/json_fields.h"
@@ -68,11 +71,147 @@ std::string Tail(const std::string& s, size_t n) {
   return s.size() <= n ? s : "..." + s.substr(s.size() - n);
 }
 
+// Ok when `path` can only name a place inside the scratch directory:
+// relative, with no "..", "." or empty components.
+Status CheckInsideScratch(const std::string& field, const std::string& path) {
+  auto bad = [&](const std::string& why) {
+    return InvalidArgument(field + ": '" + path.substr(0, 200) + "' " + why);
+  };
+  if (path.empty() || path.size() > ExecApp::kMaxPathBytes) {
+    return bad("must be 1 to " + std::to_string(ExecApp::kMaxPathBytes) + " bytes");
+  }
+  if (path.front() == '/') return bad("is absolute; paths are relative to the scratch directory");
+  if (path.find('\0') != std::string::npos) return bad("contains a NUL byte");
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = std::min(path.find('/', start), path.size());
+    std::string part = path.substr(start, end - start);
+    if (part == "..") return bad("escapes the scratch directory");
+    if (part.empty() || part == ".") return bad("has an empty or '.' component");
+    start = end + 1;
+  }
+  return Status::Ok();
+}
+
+// params.inputs, checked: {"relative/path": "<sha256>"}.
+Result<json> ReadInputs(const json& params) {
+  if (!params.contains("inputs")) return json::object();
+  const json& in = params["inputs"];
+  if (!in.is_object() || in.size() > ExecApp::kMaxInputs) {
+    return InvalidArgument("params.inputs: must be an object of at most " +
+                           std::to_string(ExecApp::kMaxInputs) +
+                           " {\"relative/path\": \"<sha256 of an uploaded blob>\"}");
+  }
+  for (const auto& [path, hash] : in.items()) {
+    CLAW_RETURN_IF_ERROR(CheckInsideScratch("params.inputs", path));
+    if (!hash.is_string() || !IsBlobHash(hash.get_ref<const std::string&>())) {
+      return InvalidArgument("params.inputs." + path.substr(0, 200) +
+                             ": must be a blob's SHA-256 (64 lowercase hex digits)");
+    }
+  }
+  return in;
+}
+
+// params.outputs, checked: ["glob", ...].
+Result<json> ReadOutputs(const json& params) {
+  if (!params.contains("outputs")) return json::array();
+  const json& out = params["outputs"];
+  if (!out.is_array() || out.size() > ExecApp::kMaxOutputPatterns) {
+    return InvalidArgument("params.outputs: must be a list of at most " +
+                           std::to_string(ExecApp::kMaxOutputPatterns) +
+                           " glob patterns, e.g. [\"*.png\"]");
+  }
+  for (const auto& pattern : out) {
+    if (!pattern.is_string()) return InvalidArgument("params.outputs: patterns must be strings");
+    CLAW_RETURN_IF_ERROR(CheckInsideScratch("params.outputs", pattern.get<std::string>()));
+  }
+  return out;
+}
+
+std::vector<std::string> HashesIn(const json& inputs) {
+  std::vector<std::string> out;
+  if (!inputs.is_object()) return out;
+  for (const auto& [path, hash] : inputs.items()) {
+    if (hash.is_string() && IsBlobHash(hash.get_ref<const std::string&>())) {
+      out.push_back(hash.get<std::string>());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+// Places the task's input blobs in the scratch directory (hash-checked on
+// the way out of the cache).
+Status StageInputs(const json& inputs, const RunContext& ctx, const std::filesystem::path& scratch) {
+  if (inputs.empty()) return Status::Ok();
+  if (!ctx.blobs) return FailedPrecondition("exec task: this worker has no blob cache for inputs");
+  for (const auto& [path, hash] : inputs.items()) {
+    CLAW_RETURN_IF_ERROR(CheckInsideScratch("input", path));
+    std::filesystem::path dest = scratch / path;
+    std::error_code ec;
+    std::filesystem::create_directories(dest.parent_path(), ec);
+    if (ec) return Unavailable("input " + path + ": " + ec.message());
+    Status st = ctx.blobs->Export(hash.get<std::string>(), dest.string());
+    if (!st.ok()) return Status(st.code(), "input " + path + ": " + st.message());
+  }
+  return Status::Ok();
+}
+
+// The files in `scratch` that the patterns match, moved into the blob cache:
+// [{"path", "sha256", "size"}] sorted by path.
+Result<json> CollectOutputs(const json& patterns, const RunContext& ctx,
+                            const std::filesystem::path& scratch, uint64_t max_file_bytes) {
+  json files = json::array();
+  if (patterns.empty()) return files;
+  if (!ctx.blobs) return FailedPrecondition("exec task: this worker has no blob cache for outputs");
+  namespace fs = std::filesystem;
+  std::vector<std::pair<std::string, fs::file_type>> found;  // relative path, type
+  std::error_code ec;
+  // Symbolic links to directories are not descended into.
+  for (auto it = fs::recursive_directory_iterator(scratch, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    fs::file_type type = it->symlink_status(ec).type();
+    if (type == fs::file_type::directory) continue;
+    found.emplace_back(it->path().lexically_relative(scratch).string(), type);  // no link resolved
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<bool> matched(patterns.size(), false);
+  for (const auto& [rel, type] : found) {
+    bool wanted = false;
+    for (size_t i = 0; i < patterns.size(); ++i) {
+      if (fnmatch(patterns[i].get_ref<const std::string&>().c_str(), rel.c_str(),
+                  FNM_PATHNAME | FNM_PERIOD) == 0) {
+        matched[i] = wanted = true;
+      }
+    }
+    if (!wanted) continue;
+    if (type != fs::file_type::regular) {
+      return InvalidArgument("output " + rel + " is not a regular file (a link or device); refused");
+    }
+    if (files.size() >= ExecApp::kMaxOutputFiles) {
+      return ResourceExhausted("more than " + std::to_string(ExecApp::kMaxOutputFiles) +
+                               " output files");
+    }
+    auto hash = ctx.blobs->Import((scratch / rel).string(), max_file_bytes);
+    if (!hash.ok()) return Status(hash.status().code(), "output " + rel + ": " + hash.status().message());
+    auto size = ctx.blobs->Size(*hash);
+    files.push_back({{"path", rel}, {"sha256", *hash}, {"size", size.ok() ? *size : 0}});
+  }
+  for (size_t i = 0; i < patterns.size(); ++i) {
+    if (!matched[i]) {
+      return NotFound("output pattern '" + patterns[i].get<std::string>() + "' matched no file");
+    }
+  }
+  return files;
+}
+
 }  // namespace
 
 Result<std::vector<TaskSpec>> ExecApp::Plan(const JobSpec& spec) const {
   FieldReader f(spec.params, "params");
-  CLAW_RETURN_IF_ERROR(f.NoUnknownFields({"command", "sweep", "timeout_s", "memory_mb", "output_kb"}));
+  CLAW_RETURN_IF_ERROR(f.NoUnknownFields(
+      {"command", "sweep", "timeout_s", "memory_mb", "output_kb", "inputs", "outputs", "file_mb"}));
   const json* command = spec.params.contains("command") ? &spec.params["command"] : nullptr;
   if (!command || !command->is_array() || command->empty() || command->size() > kMaxArgs) {
     return InvalidArgument("params.command: must be a list of 1 to " + std::to_string(kMaxArgs) +
@@ -87,9 +226,14 @@ Result<std::vector<TaskSpec>> ExecApp::Plan(const JobSpec& spec) const {
   auto timeout = f.Integer("timeout_s", 1, 86'400, 600);
   auto memory = f.Integer("memory_mb", 16, 1 << 20, 2048);
   auto output = f.Integer("output_kb", 1, 1024, 64);
-  for (const Status* st : {&timeout.status(), &memory.status(), &output.status()}) {
+  auto file_mb = f.Integer("file_mb", 1, 1 << 20, 1024);
+  for (const Status* st : {&timeout.status(), &memory.status(), &output.status(), &file_mb.status()}) {
     if (!st->ok()) return *st;
   }
+  auto inputs = ReadInputs(spec.params);
+  if (!inputs.ok()) return inputs.status();
+  auto outputs = ReadOutputs(spec.params);
+  if (!outputs.ok()) return outputs.status();
   // The grid of the sweep's values, in a fixed order (by name, then value).
   std::vector<json> grid = {json::object()};
   if (spec.params.contains("sweep")) {
@@ -124,14 +268,16 @@ Result<std::vector<TaskSpec>> ExecApp::Plan(const JobSpec& spec) const {
     json argv = json::array();
     for (const auto& a : *command) argv.push_back(Substitute(a.get<std::string>(), vars));
     json params = {{"argv", argv},          {"vars", vars},          {"timeout_s", *timeout},
-                   {"memory_mb", *memory}, {"output_kb", *output}};
+                   {"memory_mb", *memory}, {"output_kb", *output}, {"file_mb", *file_mb}};
+    if (!inputs->empty()) params["inputs"] = *inputs;
+    if (!outputs->empty()) params["outputs"] = *outputs;
     // Cost: unknown; assume a second of a 1 GFLOP/s core so leases are sane.
     out.push_back(TaskSpec{params.dump(), 1e9});
   }
   return out;
 }
 
-Result<std::string> ExecApp::Run(std::string_view task_params) const {
+Result<std::string> ExecApp::Run(std::string_view task_params, const RunContext& ctx) const {
   Status sandbox = SandboxAvailable();
   if (!sandbox.ok()) {
     return FailedPrecondition("exec tasks are refused on this agent: " + sandbox.message());
@@ -150,14 +296,27 @@ Result<std::string> ExecApp::Run(std::string_view task_params) const {
   limits.cpu_seconds = p.value("timeout_s", 600);
   limits.memory_bytes = p.value("memory_mb", uint64_t{2048}) << 20;
   limits.output_bytes = p.value("output_kb", size_t{64}) << 10;
+  limits.file_bytes = p.value("file_mb", uint64_t{1024}) << 20;
+  // Checked again here: the agent does not take the coordinator's word.
+  auto inputs = ReadInputs(p);
+  if (!inputs.ok()) return inputs.status();
+  auto outputs = ReadOutputs(p);
+  if (!outputs.ok()) return outputs.status();
   // A fresh scratch directory per task, removed afterwards.
   std::filesystem::path scratch =
       std::filesystem::temp_directory_path() / ("claw-task-" + RandomHex(8));
   std::error_code ec;
   std::filesystem::create_directories(scratch, ec);
   if (ec) return Unavailable("cannot create a scratch directory: " + ec.message());
+  struct Cleanup {
+    std::filesystem::path dir;
+    ~Cleanup() {
+      std::error_code e;
+      std::filesystem::remove_all(dir, e);
+    }
+  } cleanup{scratch};
+  CLAW_RETURN_IF_ERROR(StageInputs(*inputs, ctx, scratch));
   auto r = RunSandboxed(argv, scratch.string(), limits);
-  std::filesystem::remove_all(scratch, ec);
   if (!r.ok()) return r.status();
   if (r->timed_out) {
     return ResourceExhausted("timed out after " + std::to_string(limits.wall_time.count()) + " s");
@@ -167,11 +326,14 @@ Result<std::string> ExecApp::Run(std::string_view task_params) const {
                                          : "exit code " + std::to_string(r->exit_code);
     return InvalidArgument(argv[0] + ": " + how + "; stderr: " + Tail(r->stderr_text, 512));
   }
+  auto files = CollectOutputs(*outputs, ctx, scratch, limits.file_bytes);
+  if (!files.ok()) return files.status();
   json out = {{"vars", p["vars"]},
               {"exit", r->exit_code},
               {"stdout", r->stdout_text},
               {"stderr", r->stderr_text},
               {"truncated", r->truncated}};
+  if (!files->empty()) out["files"] = std::move(files).value();
   // Not valid UTF-8 (binary output): replaced, so the result stays JSON.
   return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
@@ -184,6 +346,31 @@ Result<json> ExecApp::Merge(const JobSpec&, const std::vector<std::string_view>&
     tasks.push_back(std::move(t));
   }
   return json{{"tasks", std::move(tasks)}};
+}
+
+std::vector<std::string> ExecApp::SpecInputBlobs(const JobSpec& spec) const {
+  return spec.params.is_object() && spec.params.contains("inputs") ? HashesIn(spec.params["inputs"])
+                                                                   : std::vector<std::string>{};
+}
+
+std::vector<std::string> ExecApp::TaskInputBlobs(std::string_view task_params) const {
+  json p = json::parse(task_params, nullptr, false);
+  return p.is_object() && p.contains("inputs") ? HashesIn(p["inputs"]) : std::vector<std::string>{};
+}
+
+std::vector<std::string> ExecApp::OutputBlobs(std::string_view task_output) const {
+  std::vector<std::string> out;
+  json o = json::parse(task_output, nullptr, false);
+  if (!o.is_object() || !o.contains("files") || !o["files"].is_array()) return out;
+  for (const auto& f : o["files"]) {
+    if (f.is_object() && f.contains("sha256") && f["sha256"].is_string() &&
+        IsBlobHash(f["sha256"].get_ref<const std::string&>())) {
+      out.push_back(f["sha256"].get<std::string>());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 }  // namespace claw

@@ -10,12 +10,23 @@
 //   timeout_s  wall-clock limit per task (default 600, at most 86400)
 //   memory_mb  address-space limit per task (default 2048)
 //   output_kb  stdout and stderr kept per task, each (default 64, at most 1024)
+//   inputs     {"path": "<sha256>", ...}: blobs placed in the scratch directory
+//              under these relative paths before the command starts (every
+//              task gets all of them; the submitter must have uploaded them)
+//   outputs    ["*.png", "out/*.txt", ...]: glob patterns (fnmatch, `*` does
+//              not cross `/`) of files in the scratch directory collected as
+//              blobs after the command ends; each must match at least one
+//              file, and symbolic links are refused, never followed
+//   file_mb    the largest file a task may write (default 1024)
+//
+// Paths and patterns are relative and may not contain "..": nothing outside
+// the scratch directory is ever named.
 //
 // A task's output is {"vars": {...}, "exit": 0, "stdout": "...",
-// "stderr": "..."}; a non-zero exit, a timeout or a signal fails the task
-// with the tail of stderr. The job's result lists the tasks' outputs in
-// order. Replicas agree when their outputs are identical. Input and output
-// files (blobs) are not supported yet.
+// "stderr": "...", "files": [{"path", "sha256", "size"}, ...]}; a non-zero
+// exit, a timeout or a signal fails the task with the tail of stderr. The
+// job's result lists the tasks' outputs in order. Replicas agree when their
+// outputs are identical (for files: the same content hashes).
 #pragma once
 
 #include "core/app.h"
@@ -26,14 +37,22 @@ class ExecApp final : public App {
  public:
   static constexpr size_t kMaxArgs = 256;
   static constexpr size_t kMaxArgBytes = 4096;
+  static constexpr size_t kMaxInputs = 1000;
+  static constexpr size_t kMaxOutputPatterns = 64;
+  static constexpr size_t kMaxOutputFiles = 1000;  // per task
+  static constexpr size_t kMaxPathBytes = 1024;
 
   std::string_view Name() const override { return "exec"; }
   Result<std::vector<TaskSpec>> Plan(const JobSpec& spec) const override;
-  Result<std::string> Run(std::string_view task_params) const override;
+  Result<std::string> Run(std::string_view task_params, const RunContext& ctx) const override;
   Result<nlohmann::json> Merge(const JobSpec& spec,
                                const std::vector<std::string_view>& outputs) const override;
   bool Equivalent(std::string_view a, std::string_view b) const override { return a == b; }
   Redundancy DefaultRedundancy() const override { return {2, 2}; }
+  bool HasFiles() const override { return true; }
+  std::vector<std::string> SpecInputBlobs(const JobSpec& spec) const override;
+  std::vector<std::string> TaskInputBlobs(std::string_view task_params) const override;
+  std::vector<std::string> OutputBlobs(std::string_view task_output) const override;
 };
 
 }  // namespace claw

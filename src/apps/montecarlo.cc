@@ -204,7 +204,7 @@ Result<std::vector<TaskSpec>> MonteCarloApp::Plan(const JobSpec& spec) const {
   return out;
 }
 
-Result<std::string> MonteCarloApp::Run(std::string_view task_params) const {
+Result<std::string> MonteCarloApp::Run(std::string_view task_params, const RunContext&) const {
   nlohmann::json j = nlohmann::json::parse(task_params, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return InvalidArgument("task params: malformed JSON");
   FieldReader f(j, "task");

@@ -48,7 +48,7 @@ class MonteCarloApp final : public App {
 
   std::string_view Name() const override { return "montecarlo"; }
   Result<std::vector<TaskSpec>> Plan(const JobSpec& spec) const override;
-  Result<std::string> Run(std::string_view task_params) const override;
+  Result<std::string> Run(std::string_view task_params, const RunContext& ctx) const override;
   Result<nlohmann::json> Merge(const JobSpec& spec,
                                const std::vector<std::string_view>& outputs) const override;
   bool Equivalent(std::string_view a, std::string_view b) const override;

@@ -10,7 +10,7 @@ Result<std::vector<TaskSpec>> NoopApp::Plan(const JobSpec& spec) const {
   return std::vector<TaskSpec>(spec.tasks == 0 ? 1 : spec.tasks, TaskSpec{"", 1.0});
 }
 
-Result<std::string> NoopApp::Run(std::string_view) const { return std::string(); }
+Result<std::string> NoopApp::Run(std::string_view, const RunContext&) const { return std::string(); }
 
 Result<nlohmann::json> NoopApp::Merge(const JobSpec&,
                                       const std::vector<std::string_view>& outputs) const {

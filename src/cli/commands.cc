@@ -411,10 +411,12 @@ void AddWorker(CLI::App& cli) {
   auto slot = std::make_shared<int>(0);
   cmd->add_option("--memory-bytes", limits->memory_bytes);
   cmd->add_option("--cpu-seconds", limits->cpu_seconds);
+  auto blob_dir = std::make_shared<std::string>();
   cmd->add_option("--slot", *slot);
+  cmd->add_option("--blob-dir", *blob_dir);
   cmd->callback([=] {
     AppRegistry apps = BuiltinApps();
-    int rc = RunWorker(apps, *limits);
+    int rc = RunWorker(apps, *limits, *blob_dir);
     std::exit(rc);
   });
 }

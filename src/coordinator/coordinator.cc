@@ -171,14 +171,29 @@ void Coordinator::NotifyWatchers(const JobId& id, Time now, bool force) {
 
 // ---- agents ---------------------------------------------------------------------------
 
-Result<std::vector<std::string>> Coordinator::CreateEnrollTokens(size_t n, Duration ttl) {
+Result<std::vector<std::string>> Coordinator::CreateEnrollTokens(size_t n, Duration ttl,
+                                                                 const std::string& owner) {
   std::vector<std::string> tokens, hashes;
   for (size_t i = 0; i < n; ++i) {
     tokens.push_back("ct-" + RandomHex(16));
     hashes.push_back(Blake2bHex(tokens.back()));
   }
-  CLAW_RETURN_IF_ERROR(store_->AddEnrollTokens(hashes, clock_->Now() + ttl));
+  CLAW_RETURN_IF_ERROR(store_->AddEnrollTokens(hashes, clock_->Now() + ttl, owner));
   return tokens;
+}
+
+Result<v1::CreateEnrollTokenResponse> Coordinator::CreateEnrollToken(const UserRecord& caller,
+                                                                     Duration ttl) {
+  if (ttl > std::chrono::hours(24 * 30)) return InvalidArgument("ttl_s: at most 30 days");
+  if (ttl <= Duration(0)) ttl = std::chrono::hours(24);
+  Time expires = clock_->Now() + ttl;
+  auto tokens = CreateEnrollTokens(1, ttl, caller.name);
+  if (!tokens.ok()) return tokens.status();
+  v1::CreateEnrollTokenResponse r;
+  r.set_token(tokens->front());
+  r.set_expires_unix_ms(expires.unix_ms());
+  log_->info("enrollment token made owner={}", caller.name);
+  return r;
 }
 
 Result<v1::EnrollResponse> Coordinator::Enroll(const v1::EnrollRequest& req) {
@@ -196,10 +211,6 @@ Result<v1::EnrollResponse> Coordinator::Enroll(const v1::EnrollRequest& req) {
   if (!st.ok()) {
     log_->warn("enrollment refused host={} reason={}", req.device().hostname(), st.message());
     return st;
-  }
-  {
-    std::lock_guard lock(mu_);
-    public_keys_[rec.id] = rec.public_key;
   }
   log_->info("enrolled agent={} host={} cores={} flops={:.3g}", rec.id, req.device().hostname(),
              req.device().cores(), req.device().flops());
@@ -220,18 +231,14 @@ Result<AgentId> Coordinator::OpenSession(const v1::Hello& hello, SessionSink* si
   if (hello.held_leases_size() > 100'000) return InvalidArgument("hello.held_leases: too many");
   Time now = clock_->Now();
   std::lock_guard lock(mu_);
-  auto key = public_keys_.find(hello.agent_id());
-  if (key == public_keys_.end()) {
-    auto rec = store_->GetAgent(hello.agent_id());
-    if (!rec.ok()) return PermissionDenied("unknown agent " + hello.agent_id() + "; enroll first");
-    key = public_keys_.emplace(rec->id, rec->public_key).first;
-  }
+  auto key = PublicKeyOf(hello.agent_id());
+  if (!key.ok()) return key.status();
   Duration skew = now - Time::FromUnixMs(hello.unix_ms());
   if (skew > options_.hello_skew || -skew > options_.hello_skew) {
     return PermissionDenied("hello.unix_ms: clock differs from the coordinator's by more than " +
                             std::to_string(options_.hello_skew.count() / 1'000'000) + " s");
   }
-  if (!Verify(SessionMessage(hello.agent_id(), hello.unix_ms()), hello.signature(), key->second)) {
+  if (!Verify(SessionMessage(hello.agent_id(), hello.unix_ms()), hello.signature(), *key)) {
     return PermissionDenied("hello.signature: does not verify with the enrolled key");
   }
   AgentId id = hello.agent_id();
@@ -256,6 +263,17 @@ Result<AgentId> Coordinator::OpenSession(const v1::Hello& hello, SessionSink* si
   CommitAndNotify(now);
   log_->info("session opened agent={} held={} dropped={}", id, held.size(), invalid.size());
   return id;
+}
+
+Result<std::string> Coordinator::PublicKeyOf(const AgentId& id) {
+  auto key = public_keys_.find(id);
+  if (key == public_keys_.end()) {
+    auto rec = store_->GetAgent(id);
+    if (!rec.ok()) return PermissionDenied("unknown agent " + id + "; enroll first");
+    key = public_keys_.emplace(rec->id, rec->public_key).first;
+    sched_.SetAgentOwner(rec->id, rec->owner);
+  }
+  return key->second;
 }
 
 Status Coordinator::ValidateAgentMessage(const v1::AgentMessage& msg) const {
@@ -287,16 +305,21 @@ void Coordinator::OnAgentMessage(SessionSink* sink, v1::AgentMessage& msg) {
     // Verified outside the mutex (~44 µs); the key never changes.
     AgentId id;
     std::string key;
+    std::vector<const App*> apps;  // of each result's task
     {
       std::lock_guard lock(mu_);
       auto it = sessions_.find(sink);
       if (it == sessions_.end()) return;
       id = it->second.agent;
       key = public_keys_[id];
+      apps.reserve(msg.results_size());
+      for (const auto& r : msg.results()) apps.push_back(sched_.AppOfLease(r.lease_id()));
     }
     if (!ReportsVerify(id, key, msg)) {
       valid = PermissionDenied("signature: the reports do not verify with agent " + id +
                                "'s enrolled key");
+    } else {
+      RequireOutputBlobs(apps, msg);
     }
   }
   std::lock_guard lock(mu_);
@@ -354,6 +377,27 @@ void Coordinator::CloseSession(SessionSink* sink) {
   log_->info("session closed agent={}", agent);
 }
 
+void Coordinator::RequireOutputBlobs(const std::vector<const App*>& apps,
+                                     v1::AgentMessage& msg) const {
+  std::vector<int> missing;  // indexes into msg.results()
+  for (int i = 0; i < msg.results_size(); ++i) {
+    if (!apps[i]) continue;  // a stale lease: the scheduler ignores it anyway
+    for (const std::string& h : apps[i]->OutputBlobs(msg.results(i).output())) {
+      if (!options_.blobs || !options_.blobs->Has(h)) {
+        v1::TaskFailure* f = msg.add_failures();
+        f->set_lease_id(msg.results(i).lease_id());
+        f->set_reason("output file " + h + " was not uploaded");
+        missing.push_back(i);
+        break;
+      }
+    }
+  }
+  // Remove from the back, so earlier indexes stay valid.
+  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+    msg.mutable_results()->DeleteSubrange(*it, 1);
+  }
+}
+
 Result<std::vector<v1::AgentInfo>> Coordinator::ListAgents() {
   auto records = store_->ListAgents();
   if (!records.ok()) return records.status();
@@ -384,6 +428,7 @@ Result<std::vector<v1::AgentInfo>> Coordinator::ListAgents() {
     a.set_error_rate(rep.error_rate);
     a.set_on_probation(rep.error_rate >= options_.scheduler.probation_error_rate);
     a.set_enrolled_unix_ms(r.enrolled.unix_ms());
+    a.set_owner(r.owner);
   }
   return out;
 }
@@ -463,6 +508,42 @@ Result<std::string> Coordinator::AddUser(const std::string& name, const std::str
   return token;
 }
 
+// ---- blobs -----------------------------------------------------------------------------
+
+Status Coordinator::MayReadBlob(const std::string& hash, const UserRecord& caller) {
+  Status absent = NotFound("no blob " + hash.substr(0, 64));
+  if (!options_.blobs || !IsBlobHash(hash) || !options_.blobs->Has(hash)) return absent;
+  if (caller.tier == kAdminTier) return Status::Ok();
+  auto owns = store_->IsBlobOwner(BlobOwner{hash, caller.name});
+  if (!owns.ok()) return owns.status();
+  return *owns ? Status::Ok() : absent;
+}
+
+Status Coordinator::BlobUploaded(const std::string& hash, const UserRecord& caller) {
+  return store_->AddBlobOwner(BlobOwner{hash, caller.name});
+}
+
+Status Coordinator::AuthenticateAgentBlobCall(const std::string& agent_id, int64_t unix_ms,
+                                              std::string_view signature,
+                                              const std::string& hash) {
+  std::string key;
+  {
+    std::lock_guard lock(mu_);
+    auto k = PublicKeyOf(agent_id);
+    if (!k.ok()) return k.status();
+    key = std::move(k).value();
+  }
+  Duration skew = clock_->Now() - Time::FromUnixMs(unix_ms);
+  if (skew > options_.hello_skew || -skew > options_.hello_skew) {
+    return PermissionDenied("claw-time: too far from the coordinator's clock");
+  }
+  if (!Verify(BlobCallMessage(agent_id, unix_ms, hash), signature, key)) {
+    return PermissionDenied("claw-signature: does not verify with agent " + agent_id +
+                            "'s enrolled key");
+  }
+  return Status::Ok();
+}
+
 Result<JobView> Coordinator::VisibleJob(const JobId& id, const UserRecord& caller) const {
   auto v = sched_.GetJob(id);
   // Someone else's job is reported exactly like a missing one.
@@ -477,6 +558,13 @@ Result<JobId> Coordinator::Submit(std::string_view spec_json, const UserRecord& 
   // Parse and plan outside the lock: it can be the expensive part.
   auto planned = ParseAndPlanJob(spec_json, *apps_);
   if (!planned.ok()) return planned.status();
+  // A job may name only files its submitter uploaded (or could read).
+  for (const std::string& h : apps_->Find(planned->spec.app)->SpecInputBlobs(planned->spec)) {
+    if (!MayReadBlob(h, caller).ok()) {
+      return InvalidArgument("params.inputs: no blob " + h + " uploaded by " + owner +
+                             " (upload it first: claw submit --input FILE does)");
+    }
+  }
   std::lock_guard lock(mu_);
   Time now = clock_->Now();
   JobId id;

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "claw.pb.h"
+#include "common/blobs.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/status.h"
@@ -38,6 +39,10 @@ namespace claw {
 struct CoordinatorOptions {
   // Ed25519 secret key (64 bytes) that signs assignments. Required.
   std::string signing_key;
+  // Where blobs (job inputs, task output files) are kept. Null: jobs that
+  // name blobs are refused.
+  const BlobDir* blobs = nullptr;
+  uint64_t max_blob_bytes = 4ULL << 30;
   SchedulerOptions scheduler;
   Duration heartbeat = std::chrono::seconds(5);  // told to agents
   uint32_t max_batch = 256;                      // results per message, told to agents
@@ -96,8 +101,13 @@ class Coordinator {
 
   // ---- agents ----
   // Creates `n` one-time enrollment tokens valid for `ttl`; returns them in
-  // clear (only their hashes are stored).
-  Result<std::vector<std::string>> CreateEnrollTokens(size_t n, Duration ttl);
+  // clear (only their hashes are stored). The agents they enroll belong to
+  // `owner` (empty: unknown).
+  Result<std::vector<std::string>> CreateEnrollTokens(size_t n, Duration ttl,
+                                                      const std::string& owner = "");
+  // One token that enrolls a device of `caller`'s, valid for `ttl` (0: one
+  // day; InvalidArgument past 30 days).
+  Result<v1::CreateEnrollTokenResponse> CreateEnrollToken(const UserRecord& caller, Duration ttl);
   // PermissionDenied for a bad token; InvalidArgument for a bad key or report.
   Result<v1::EnrollResponse> Enroll(const v1::EnrollRequest& req);
   // Verifies the Hello and registers `sink` as the agent's session (closing
@@ -133,6 +143,21 @@ class Coordinator {
   Status Watch(const JobId& id, const UserRecord& caller, JobWatcher* watcher);
   void Unwatch(JobWatcher* watcher);
 
+  // ---- blobs ----
+  const BlobDir* blobs() const { return options_.blobs; }
+  uint64_t max_blob_bytes() const { return options_.max_blob_bytes; }
+  // Ok if `caller` may read the blob: an admin any, others those they
+  // uploaded and those their jobs made. NotFound otherwise, exactly as for a
+  // missing blob, so that a hash's existence does not leak.
+  Status MayReadBlob(const std::string& hash, const UserRecord& caller);
+  // Records that `caller` uploaded the blob (and so may read it and name it
+  // in jobs).
+  Status BlobUploaded(const std::string& hash, const UserRecord& caller);
+  // Checks an agent's blob call: a known agent, a fresh timestamp, and its
+  // signature of BlobCallMessage. PermissionDenied if not.
+  Status AuthenticateAgentBlobCall(const std::string& agent_id, int64_t unix_ms,
+                                   std::string_view signature, const std::string& hash);
+
   // ---- time ----
   // Expires leases and re-issues orphaned work. Call often (every ~100 ms).
   void Tick();
@@ -153,6 +178,11 @@ class Coordinator {
   // Tick when the last update was less than watch_interval ago.
   void NotifyWatchers(const JobId& id, Time now, bool force);
   Status ValidateAgentMessage(const v1::AgentMessage& msg) const;
+  // Turns results whose output files the coordinator does not hold into
+  // failures (an output counts only with its files). Outside mu_.
+  void RequireOutputBlobs(const std::vector<const App*>& apps, v1::AgentMessage& msg) const;
+  // The agent's enrolled key, from the cache or the store (mu_ held).
+  Result<std::string> PublicKeyOf(const AgentId& id);
   // The job, if it exists and `caller` may see it (mu_ held).
   Result<JobView> VisibleJob(const JobId& id, const UserRecord& caller) const;
   v1::JobInfo InfoOf(const JobView& v) const;

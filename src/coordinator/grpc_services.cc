@@ -201,17 +201,25 @@ grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* AgentServiceI
   return new SessionReactor(coordinator_);
 }
 
-Result<UserRecord> ClientServiceImpl::Caller(grpc::CallbackServerContext* ctx) const {
-  if (insecure_local_) return LocalUser();
-  const auto& md = ctx->client_metadata();
-  auto it = md.find("authorization");
-  std::string_view value = it == md.end() ? std::string_view()
-                                          : std::string_view(it->second.data(), it->second.size());
+std::string_view Metadata(const grpc::ServerContextBase& ctx, const std::string& key) {
+  const auto& md = ctx.client_metadata();
+  auto it = md.find(key);
+  return it == md.end() ? std::string_view() : std::string_view(it->second.data(), it->second.size());
+}
+
+Result<UserRecord> CallingUser(const grpc::ServerContextBase& ctx, Coordinator* coordinator,
+                               bool insecure_local) {
+  if (insecure_local) return LocalUser();
+  std::string_view value = Metadata(ctx, "authorization");
   constexpr std::string_view kBearer = "Bearer ";
   if (value.substr(0, kBearer.size()) != kBearer) {
     return Unauthenticated("an API token is required: authorization: Bearer <token>");
   }
-  return coordinator_->Authenticate(value.substr(kBearer.size()));
+  return coordinator->Authenticate(value.substr(kBearer.size()));
+}
+
+Result<UserRecord> ClientServiceImpl::Caller(grpc::CallbackServerContext* ctx) const {
+  return CallingUser(*ctx, coordinator_, insecure_local_);
 }
 
 grpc::ServerUnaryReactor* ClientServiceImpl::SubmitJob(grpc::CallbackServerContext* ctx,
@@ -295,6 +303,16 @@ grpc::ServerUnaryReactor* ClientServiceImpl::AddUser(grpc::CallbackServerContext
   }
   auto r = coordinator_->AddUser(req->name(), req->tier());
   if (r.ok()) resp->set_token(*r);
+  return Done(ctx, r);
+}
+
+grpc::ServerUnaryReactor* ClientServiceImpl::CreateEnrollToken(
+    grpc::CallbackServerContext* ctx, const v1::CreateEnrollTokenRequest* req,
+    v1::CreateEnrollTokenResponse* resp) {
+  auto caller = Caller(ctx);
+  if (!caller.ok()) return Done(ctx, caller);
+  auto r = coordinator_->CreateEnrollToken(*caller, std::chrono::seconds(req->ttl_s()));
+  if (r.ok()) *resp = std::move(r).value();
   return Done(ctx, r);
 }
 

@@ -12,6 +12,13 @@ namespace claw {
 // Maps a Status to the gRPC status a client sees.
 grpc::Status ToGrpc(const Status& st);
 
+// The value of a call's metadata entry; empty if absent.
+std::string_view Metadata(const grpc::ServerContextBase& ctx, const std::string& key);
+// The user a call's bearer token names (or the local user with
+// --insecure-local); Unauthenticated without a valid token.
+Result<UserRecord> CallingUser(const grpc::ServerContextBase& ctx, Coordinator* coordinator,
+                               bool insecure_local);
+
 class AgentServiceImpl final : public v1::AgentService::CallbackService {
  public:
   explicit AgentServiceImpl(Coordinator* c) : coordinator_(c) {}
@@ -49,6 +56,9 @@ class ClientServiceImpl final : public v1::ClientService::CallbackService {
   grpc::ServerUnaryReactor* AddUser(grpc::CallbackServerContext* ctx,
                                     const v1::AddUserRequest* req,
                                     v1::AddUserResponse* resp) override;
+  grpc::ServerUnaryReactor* CreateEnrollToken(grpc::CallbackServerContext* ctx,
+                                              const v1::CreateEnrollTokenRequest* req,
+                                              v1::CreateEnrollTokenResponse* resp) override;
 
  private:
   // The user the call's bearer token names (or the local user).

@@ -46,6 +46,9 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(ServerOption
     if (!key.ok()) return key.status();
     s->options_.coordinator.signing_key = std::move(key).value();
   }
+  s->blobs_ = std::make_unique<BlobDir>(s->options_.data_dir + "/blobs");
+  CLAW_RETURN_IF_ERROR(s->blobs_->Init());
+  s->options_.coordinator.blobs = s->blobs_.get();
   auto store = OpenSqliteStore(s->options_.data_dir + "/claw.db", s->options_.sqlite);
   if (!store.ok()) return store.status();
   s->store_ = std::move(store).value();
@@ -107,6 +110,9 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(ServerOption
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5'000);
   builder.RegisterService(s->agent_service_.get());
   builder.RegisterService(s->client_service_.get());
+  s->blob_service_ =
+      std::make_unique<BlobServiceImpl>(s->coordinator_.get(), s->options_.insecure_local);
+  builder.RegisterService(s->blob_service_.get());
   s->grpc_ = builder.BuildAndStart();
   if (!s->grpc_ || s->grpc_port_ == 0) return Unavailable("cannot listen for gRPC on " + address);
 

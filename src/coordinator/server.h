@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "coordinator/blob_service.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/grpc_services.h"
 #include "coordinator/http_api.h"
@@ -75,6 +76,8 @@ class CoordinatorServer {
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<AgentServiceImpl> agent_service_;
   std::unique_ptr<ClientServiceImpl> client_service_;
+  std::unique_ptr<BlobServiceImpl> blob_service_;
+  std::unique_ptr<BlobDir> blobs_;
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<HttpApi> http_;
   std::vector<std::string> tokens_;

@@ -23,6 +23,17 @@
 
 namespace claw {
 
+class BlobDir;
+
+// What a running task may use besides its params.
+struct RunContext {
+  // The agent's blob cache: the task's input blobs (App::TaskInputBlobs) are
+  // here when Run starts, and the output blobs its output names
+  // (App::OutputBlobs) must be here when Run returns. Null where the caller
+  // keeps no blobs (then apps that need them fail the task).
+  const BlobDir* blobs = nullptr;
+};
+
 class App {
  public:
   virtual ~App() = default;
@@ -30,7 +41,7 @@ class App {
   // On error: InvalidArgument naming the field ("params.paths: ...").
   virtual Result<std::vector<TaskSpec>> Plan(const JobSpec& spec) const = 0;
   // On error: the task failed (the reason is reported to the coordinator).
-  virtual Result<std::string> Run(std::string_view task_params) const = 0;
+  virtual Result<std::string> Run(std::string_view task_params, const RunContext& ctx) const = 0;
   // `outputs[i]` is the output of task i. On error the job fails with it.
   virtual Result<nlohmann::json> Merge(const JobSpec& spec,
                                        const std::vector<std::string_view>& outputs) const = 0;
@@ -42,6 +53,25 @@ class App {
     uint32_t quorum = 1;
   };
   virtual Redundancy DefaultRedundancy() const { return {}; }
+
+  // Blobs (content-addressed files, by SHA-256 hex; common/blobs.h), for
+  // apps that read or write files:
+  //   SpecInputBlobs  every blob a job spec names; the submitter must own each
+  //   TaskInputBlobs  what the agent fetches (and verifies) before the task runs
+  //   OutputBlobs     what a task's output names; the agent uploads them before
+  //                   reporting, and the coordinator accepts the output only
+  //                   once it holds them all
+  // Inputs are parsed by the app's own Plan or Run, so malformed ones give {}.
+  // True if the app's tasks may read or write blobs at all (the agent then
+  // asks the three below; for other apps it never does).
+  virtual bool HasFiles() const { return false; }
+  virtual std::vector<std::string> SpecInputBlobs(const JobSpec&) const { return {}; }
+  virtual std::vector<std::string> TaskInputBlobs(std::string_view /*task_params*/) const {
+    return {};
+  }
+  virtual std::vector<std::string> OutputBlobs(std::string_view /*task_output*/) const {
+    return {};
+  }
 };
 
 // The apps a process knows, by name. Filled at start-up, read-only after.

@@ -55,6 +55,7 @@ struct Scheduler::Lease {
 
 struct Scheduler::Agent {
   AgentId id;
+  std::string owner;  // empty: unknown (then only the agent itself counts)
   bool connected = false;
   uint32_t demand = 0;
   double flops = 0;
@@ -276,12 +277,16 @@ void Scheduler::RecordTask(const Job& job, uint32_t index) {
 }
 
 bool Scheduler::Involves(const Task& task, const Agent& agent) const {
+  auto same = [&](const Agent* other) {
+    return other == &agent || (options_.distinct_owners && !agent.owner.empty() &&
+                               other->owner == agent.owner);
+  };
   for (LeaseId l : task.leases) {
     auto it = leases_.find(l);
-    if (it != leases_.end() && it->second.agent == &agent) return true;
+    if (it != leases_.end() && same(it->second.agent)) return true;
   }
   for (const auto& r : task.results) {
-    if (r.agent == &agent) return true;
+    if (same(r.agent)) return true;
   }
   return false;
 }
@@ -336,6 +341,15 @@ std::vector<LeaseId> Scheduler::AgentConnected(const AgentId& id, double flops,
   }
   (void)now;
   return invalid;
+}
+
+const App* Scheduler::AppOfLease(LeaseId lease) const {
+  auto it = leases_.find(lease);
+  return it == leases_.end() ? nullptr : it->second.job->app;
+}
+
+void Scheduler::SetAgentOwner(const AgentId& id, const std::string& owner) {
+  AgentFor(id).owner = owner;
 }
 
 void Scheduler::AgentDisconnected(const AgentId& id, Time now) {
@@ -738,6 +752,12 @@ void Scheduler::MergeJob(Job& job, Time now) {
   for (const Task& t : job.tasks) outputs.push_back(t.output);
   auto merged = job.app->Merge(job.spec, outputs);
   if (merged.ok()) {
+    // The job's owner may read the files its tasks made.
+    for (std::string_view o : outputs) {
+      for (std::string& h : job.app->OutputBlobs(o)) {
+        batch_.blob_owners.push_back(BlobOwner{std::move(h), job.record.owner});
+      }
+    }
     FinishJob(job, JobState::kDone, merged->dump(), "", now);
   } else {
     FinishJob(job, JobState::kFailed, "", "merge failed: " + merged.status().message(), now);

@@ -82,6 +82,9 @@ struct SchedulerOptions {
   double trust_error_rate = 0.05;
   double spot_check_rate = 0.05;
   uint64_t seed = 1;  // for the spot-check draws
+  // Replicas of one task go to agents of different owners (where known), so
+  // that one person's machines cannot outvote the rest.
+  bool distinct_owners = true;
 };
 
 // ---- effects -------------------------------------------------------------
@@ -127,12 +130,13 @@ struct StoreBatch {
   std::vector<ReplicaRecord> replicas_added;  // results waiting for a vote
   std::vector<VerdictUpdate> verdicts;        // after the vote
   std::map<AgentId, Reputation> reputations;  // latest value per agent
+  std::vector<BlobOwner> blob_owners;         // output blobs of merged jobs
   LeaseId next_lease_id = 0;                  // 0: unchanged
 
   bool empty() const {
     return new_jobs.empty() && leases_granted.empty() && leases_ended.empty() &&
            task_updates.empty() && job_updates.empty() && replicas_added.empty() &&
-           verdicts.empty() && reputations.empty() && next_lease_id == 0;
+           verdicts.empty() && reputations.empty() && blob_owners.empty() && next_lease_id == 0;
   }
 };
 
@@ -206,6 +210,11 @@ class Scheduler {
   std::vector<LeaseId> AgentConnected(const AgentId& agent, double flops,
                                       const std::vector<LeaseId>& held, Time now);
   void AgentDisconnected(const AgentId& agent, Time now);
+  // Whose device the agent is (empty: unknown). With distinct_owners, two
+  // replicas of a task never go to agents of one owner.
+  void SetAgentOwner(const AgentId& agent, const std::string& owner);
+  // The app of the lease's task; nullptr for an unknown (ended) lease.
+  const App* AppOfLease(LeaseId lease) const;
   // The agent can take `slots` more tasks.
   void AddDemand(const AgentId& agent, uint32_t slots);
 

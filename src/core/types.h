@@ -137,6 +137,16 @@ struct AgentRecord {
   std::string device_json;
   Time enrolled;
   Reputation reputation;
+  // The user whose enrollment token enrolled it; empty when unknown (tokens
+  // from the operator's enroll-tokens file).
+  std::string owner;
+};
+
+// A user may read this blob: they uploaded it, or a job of theirs made it.
+struct BlobOwner {
+  std::string hash;
+  std::string user;
+  bool operator==(const BlobOwner&) const = default;
 };
 
 }  // namespace claw

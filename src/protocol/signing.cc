@@ -53,4 +53,9 @@ bool ReportsVerify(std::string_view agent_id, std::string_view agent_public_key,
   return Verify(ReportsDigest(agent_id, msg), msg.signature(), agent_public_key);
 }
 
+std::string BlobCallMessage(std::string_view agent_id, int64_t unix_ms, std::string_view sha256) {
+  return "claw-blob-v1|" + std::string(agent_id) + "|" + std::to_string(unix_ms) + "|" +
+         std::string(sha256);
+}
+
 }  // namespace claw

@@ -40,4 +40,7 @@ void SignReports(std::string_view agent_id, const std::string& agent_secret_key,
 bool ReportsVerify(std::string_view agent_id, std::string_view agent_public_key,
                    const v1::AgentMessage& msg);
 
+// What an agent signs to fetch or upload a blob (claw.proto, BlobService).
+std::string BlobCallMessage(std::string_view agent_id, int64_t unix_ms, std::string_view sha256);
+
 }  // namespace claw

@@ -1,5 +1,6 @@
 #include <map>
 #include <mutex>
+#include <set>
 #include <tuple>
 
 #include "store/store.h"
@@ -34,6 +35,7 @@ class MemoryStore final : public Store {
       if (it != replicas_.end()) it->second.verdict = v.verdict;
     }
     for (const auto& [id, rep] : b.reputations) reputations_[id] = rep;
+    for (const auto& o : b.blob_owners) blob_owners_.insert({o.hash, o.user});
     for (const auto& u : b.job_updates) {
       auto& j = jobs_[u.id];
       j.state = u.state;
@@ -65,9 +67,10 @@ class MemoryStore final : public Store {
     return s;
   }
 
-  Status AddEnrollTokens(const std::vector<std::string>& hashes, Time expires) override {
+  Status AddEnrollTokens(const std::vector<std::string>& hashes, Time expires,
+                         const std::string& owner) override {
     std::lock_guard lock(mu_);
-    for (const auto& h : hashes) tokens_[h] = Token{expires, ""};
+    for (const auto& h : hashes) tokens_[h] = Token{expires, "", owner};
     return Status::Ok();
   }
 
@@ -80,6 +83,7 @@ class MemoryStore final : public Store {
     if (agents_.count(agent.id)) return {StatusCode::kAlreadyExists, "agent " + agent.id};
     it->second.used_by = agent.id;
     agents_[agent.id] = agent;
+    agents_[agent.id].owner = it->second.owner;
     return Status::Ok();
   }
 
@@ -118,9 +122,21 @@ class MemoryStore final : public Store {
   }
 
  private:
+  Status AddBlobOwner(const BlobOwner& owner) override {
+    std::lock_guard lock(mu_);
+    blob_owners_.insert({owner.hash, owner.user});
+    return Status::Ok();
+  }
+
+  Result<bool> IsBlobOwner(const BlobOwner& owner) override {
+    std::lock_guard lock(mu_);
+    return blob_owners_.count({owner.hash, owner.user}) > 0;
+  }
+
   struct Token {
     Time expires;
     std::string used_by;
+    std::string owner;
   };
   std::mutex mu_;
   std::map<JobId, JobRecord> jobs_;
@@ -131,6 +147,7 @@ class MemoryStore final : public Store {
   std::map<std::tuple<JobId, uint32_t, AgentId>, ReplicaRecord> replicas_;
   std::map<AgentId, Reputation> reputations_;
   std::map<std::string, UserRecord> users_;
+  std::set<std::pair<std::string, std::string>> blob_owners_;
   LeaseId next_lease_id_ = 1;
 };
 

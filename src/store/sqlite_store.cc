@@ -17,7 +17,7 @@
 namespace claw {
 namespace {
 
-constexpr int kSchemaVersion = 5;
+constexpr int kSchemaVersion = 6;
 
 // Upgrades from each older schema version to the next; index i upgrades from i+1.
 constexpr const char* kMigrations[] = {
@@ -41,6 +41,12 @@ constexpr const char* kMigrations[] = {
     "CREATE TABLE IF NOT EXISTS users (name TEXT PRIMARY KEY, tier TEXT NOT NULL,"
     "  token_hash TEXT NOT NULL UNIQUE, created_us INTEGER NOT NULL);"
     "UPDATE meta SET value = '5' WHERE key = 'schema_version';",
+    // 5 -> 6: blob owners; agents and enrollment tokens belong to users
+    "CREATE TABLE IF NOT EXISTS blob_owners (hash TEXT NOT NULL, user TEXT NOT NULL,"
+    "  PRIMARY KEY (hash, user)) WITHOUT ROWID;"
+    "ALTER TABLE agents ADD COLUMN owner TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE enroll_tokens ADD COLUMN owner TEXT NOT NULL DEFAULT '';"
+    "UPDATE meta SET value = '6' WHERE key = 'schema_version';",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion - 1);
 
@@ -65,13 +71,17 @@ CREATE TABLE IF NOT EXISTS leases (
 CREATE TABLE IF NOT EXISTS agents (
   id TEXT PRIMARY KEY, public_key BLOB NOT NULL, device TEXT NOT NULL, enrolled_us INTEGER NOT NULL,
   valid INTEGER NOT NULL DEFAULT 0, invalid INTEGER NOT NULL DEFAULT 0,
-  error_rate REAL NOT NULL DEFAULT 0.1, streak INTEGER NOT NULL DEFAULT 0);
+  error_rate REAL NOT NULL DEFAULT 0.1, streak INTEGER NOT NULL DEFAULT 0,
+  owner TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS users (
   name TEXT PRIMARY KEY, tier TEXT NOT NULL, token_hash TEXT NOT NULL UNIQUE,
   created_us INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS enroll_tokens (
-  hash TEXT PRIMARY KEY, expires_us INTEGER NOT NULL, used_by TEXT NOT NULL DEFAULT '');
-INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '5');
+  hash TEXT PRIMARY KEY, expires_us INTEGER NOT NULL, used_by TEXT NOT NULL DEFAULT '',
+  owner TEXT NOT NULL DEFAULT '');
+CREATE TABLE IF NOT EXISTS blob_owners (
+  hash TEXT NOT NULL, user TEXT NOT NULL, PRIMARY KEY (hash, user)) WITHOUT ROWID;
+INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '6');
 INSERT OR IGNORE INTO meta (key, value) VALUES ('next_lease_id', '1');
 )sql";
 
@@ -197,7 +207,7 @@ class SqliteStore final : public Store {
         {&select_user_,
          "SELECT name, tier, token_hash, created_us FROM users WHERE token_hash = :hash"},
         {&select_agents_,
-         "SELECT id, public_key, device, enrolled_us, valid, invalid, error_rate, streak "
+         "SELECT id, public_key, device, enrolled_us, valid, invalid, error_rate, streak, owner "
          "FROM agents ORDER BY id"},
         {&update_job_,
          "UPDATE jobs SET state = :state, finished_us = :finished, result = :result, "
@@ -215,17 +225,22 @@ class SqliteStore final : public Store {
         {&select_leases_, "SELECT id, job, idx, agent, deadline_us FROM leases"},
         {&select_next_lease_, "SELECT value FROM meta WHERE key = 'next_lease_id'"},
         {&insert_token_,
-         "INSERT OR REPLACE INTO enroll_tokens (hash, expires_us, used_by) "
-         "VALUES (:hash, :expires, '')"},
+         "INSERT OR REPLACE INTO enroll_tokens (hash, expires_us, used_by, owner) "
+         "VALUES (:hash, :expires, '', :owner)"},
         {&use_token_,
          "UPDATE enroll_tokens SET used_by = :agent WHERE hash = :hash AND used_by = '' "
          "AND expires_us >= :now"},
         {&insert_agent_,
-         "INSERT INTO agents (id, public_key, device, enrolled_us) "
-         "VALUES (:id, :key, :device, :enrolled)"},
+         "INSERT INTO agents (id, public_key, device, enrolled_us, owner) "
+         "VALUES (:id, :key, :device, :enrolled, "
+         "(SELECT owner FROM enroll_tokens WHERE hash = :hash))"},
         {&select_agent_,
-         "SELECT id, public_key, device, enrolled_us, valid, invalid, error_rate, streak "
+         "SELECT id, public_key, device, enrolled_us, valid, invalid, error_rate, streak, owner "
          "FROM agents WHERE id = :id"},
+        {&insert_blob_owner_,
+         "INSERT OR IGNORE INTO blob_owners (hash, user) VALUES (:hash, :user)"},
+        {&select_blob_owner_,
+         "SELECT 1 FROM blob_owners WHERE hash = :hash AND user = :user"},
     };
     for (auto [stmt, sql] : all) {
       std::string err = add(*stmt, sql);
@@ -298,12 +313,13 @@ class SqliteStore final : public Store {
     return s;
   }
 
-  Status AddEnrollTokens(const std::vector<std::string>& hashes, Time expires) override {
+  Status AddEnrollTokens(const std::vector<std::string>& hashes, Time expires,
+                         const std::string& owner) override {
     std::lock_guard lock(mu_);
     CLAW_RETURN_IF_ERROR(begin_.Exec());
     Status st;
     for (const auto& h : hashes) {
-      st = insert_token_.Bind(":hash", h).Bind(":expires", expires.us).Exec();
+      st = insert_token_.Bind(":hash", h).Bind(":expires", expires.us).Bind(":owner", owner).Exec();
       if (!st.ok()) break;
     }
     if (st.ok()) st = commit_.Exec();
@@ -323,6 +339,7 @@ class SqliteStore final : public Store {
                .BindBlob(":key", a.public_key)
                .Bind(":device", a.device_json)
                .Bind(":enrolled", a.enrolled.us)
+               .Bind(":hash", hash)
                .Exec();
     }
     if (st.ok()) st = commit_.Exec();
@@ -368,6 +385,19 @@ class SqliteStore final : public Store {
     return u;
   }
 
+  Status AddBlobOwner(const BlobOwner& o) override {
+    std::lock_guard lock(mu_);
+    return insert_blob_owner_.Bind(":hash", o.hash).Bind(":user", o.user).Exec();
+  }
+
+  Result<bool> IsBlobOwner(const BlobOwner& o) override {
+    std::lock_guard lock(mu_);
+    select_blob_owner_.Bind(":hash", o.hash).Bind(":user", o.user);
+    bool found = select_blob_owner_.Row();
+    select_blob_owner_.Reset();
+    return found;
+  }
+
   Result<std::vector<AgentRecord>> ListAgents() override {
     std::lock_guard lock(mu_);
     std::vector<AgentRecord> out;
@@ -392,12 +422,13 @@ class SqliteStore final : public Store {
     return t;
   }
 
-  // id, public_key, device, enrolled_us, valid, invalid, error_rate, streak
+  // id, public_key, device, enrolled_us, valid, invalid, error_rate, streak, owner
   static AgentRecord AgentRow(Stmt& s) {
     return AgentRecord{s.Text(0), s.Text(1), s.Text(2), Time{s.Int(3)},
                        Reputation{static_cast<uint64_t>(s.Int(4)),
                                   static_cast<uint64_t>(s.Int(5)), s.Real(6),
-                                  static_cast<uint64_t>(s.Int(7))}};
+                                  static_cast<uint64_t>(s.Int(7))},
+                       s.Text(8)};
   }
 
   Status ApplyLocked(const StoreBatch& b) {
@@ -473,6 +504,9 @@ class SqliteStore final : public Store {
                                .Bind(":id", id)
                                .Exec());
     }
+    for (const auto& o : b.blob_owners) {
+      CLAW_RETURN_IF_ERROR(insert_blob_owner_.Bind(":hash", o.hash).Bind(":user", o.user).Exec());
+    }
     if (b.next_lease_id) {
       CLAW_RETURN_IF_ERROR(
           set_next_lease_.Bind(":v", std::to_string(b.next_lease_id)).Exec());
@@ -487,7 +521,8 @@ class SqliteStore final : public Store {
       set_next_lease_, begin_, commit_, rollback_, select_jobs_, select_tasks_, select_leases_,
       select_next_lease_, insert_token_, use_token_, insert_agent_, select_agent_,
       insert_replica_, update_verdict_, update_reputation_, select_replicas_,
-      select_reputations_, select_agents_, insert_user_, select_user_;
+      select_reputations_, select_agents_, insert_user_, select_user_, insert_blob_owner_,
+      select_blob_owner_;
 };
 
 Result<int> LockDatabase(const std::string& path) {

@@ -28,10 +28,13 @@ class Store {
   virtual Status Apply(const StoreBatch& batch) = 0;
   virtual Result<RecoveredState> Load() = 0;
 
-  // Records one-time enrollment tokens, by hash, valid until `expires`.
-  virtual Status AddEnrollTokens(const std::vector<std::string>& token_hashes, Time expires) = 0;
-  // Consumes the token and records the agent, atomically. PermissionDenied if
-  // the token is unknown, used or expired; AlreadyExists if the id is taken.
+  // Records one-time enrollment tokens, by hash, valid until `expires`; the
+  // agents they enroll belong to `owner` (empty: unknown).
+  virtual Status AddEnrollTokens(const std::vector<std::string>& token_hashes, Time expires,
+                                 const std::string& owner) = 0;
+  // Consumes the token and records the agent, atomically, with the token's
+  // owner as the agent's (agent.owner is ignored). PermissionDenied if the
+  // token is unknown, used or expired; AlreadyExists if the id is taken.
   virtual Status EnrollAgent(const std::string& token_hash, const AgentRecord& agent, Time now) = 0;
   // NotFound if no such agent.
   virtual Result<AgentRecord> GetAgent(const AgentId& id) = 0;
@@ -42,6 +45,11 @@ class Store {
   virtual Status AddUser(const UserRecord& user) = 0;
   // NotFound if no user has a token with this hash.
   virtual Result<UserRecord> FindUserByToken(const std::string& token_hash) = 0;
+
+  // Who may read which blob (StoreBatch::blob_owners adds them too).
+  // Idempotent.
+  virtual Status AddBlobOwner(const BlobOwner& owner) = 0;
+  virtual Result<bool> IsBlobOwner(const BlobOwner& owner) = 0;
 };
 
 std::unique_ptr<Store> NewMemoryStore();

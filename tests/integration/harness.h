@@ -57,7 +57,7 @@ inline std::string ReferenceResult(const std::string& spec_json) {
   EXPECT_TRUE(planned.ok());
   const App* app = apps.Find(planned->spec.app);
   std::vector<std::string> outs;
-  for (const auto& t : planned->tasks) outs.push_back(*app->Run(t.params));
+  for (const auto& t : planned->tasks) outs.push_back(*app->Run(t.params, {}));
   std::vector<std::string_view> views(outs.begin(), outs.end());
   return app->Merge(planned->spec, views)->dump();
 }

@@ -9,6 +9,7 @@
 
 #include "apps/registry.h"
 #include "apps/sandbox.h"
+#include "common/blobs.h"
 #include "core/job_spec.h"
 
 namespace claw {
@@ -49,6 +50,29 @@ TEST(ExecPlan, BadSpecsNameTheField) {
   expect(R"({"command":["ls"],"sweep":{"a":"1..1000","b":"1..1001"}})", "more than");
   expect(R"({"command":["ls"],"timeout_s":0})", "params.timeout_s");
   expect(R"({"command":["ls"],"shell":true})", "shell");
+  const std::string h(64, 'a');
+  expect(R"({"command":["ls"],"inputs":{"../etc/passwd":")" + h + R"("}})", "escapes the scratch");
+  expect(R"({"command":["ls"],"inputs":{"/etc/passwd":")" + h + R"("}})", "absolute");
+  expect(R"({"command":["ls"],"inputs":{"a//b":")" + h + R"("}})", "empty");
+  expect(R"({"command":["ls"],"inputs":{"a":"not-a-hash"}})", "params.inputs.a");
+  expect(R"({"command":["ls"],"outputs":["../*.png"]})", "escapes the scratch");
+  expect(R"({"command":["ls"],"outputs":["/tmp/*"]})", "absolute");
+  expect(R"({"command":["ls"],"outputs":"*.png"})", "params.outputs");
+}
+
+TEST(ExecPlan, InputsAndOutputsTravelWithEveryTaskAndNameTheirBlobs) {
+  const std::string h(64, 'b');
+  auto p = PlanExec(R"({"command":["cat","scene.pov"],"sweep":{"f":"1..2"},
+                        "inputs":{"scene.pov":")" + h + R"("},"outputs":["*.png"]})");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ExecApp app;
+  EXPECT_EQ(app.SpecInputBlobs(p->spec), std::vector<std::string>{h});
+  for (const auto& t : p->tasks) {
+    EXPECT_EQ(app.TaskInputBlobs(t.params), std::vector<std::string>{h});
+  }
+  EXPECT_EQ(app.OutputBlobs(R"({"files":[{"path":"a","sha256":")" + h + R"(","size":1}]})"),
+            std::vector<std::string>{h});
+  EXPECT_TRUE(app.OutputBlobs("not json").empty());
 }
 
 class Sandboxed : public ::testing::Test {
@@ -116,13 +140,69 @@ TEST_F(Sandboxed, RunawaysAreStopped) {
 
 TEST_F(Sandboxed, ACommandThatFailsFailsItsTaskWithStderr) {
   ExecApp app;
-  auto ok = app.Run(R"({"argv":["sh","-c","echo frame {x}"],"vars":{"x":1},"timeout_s":10})");
+  auto ok = app.Run(R"({"argv":["sh","-c","echo frame {x}"],"vars":{"x":1},"timeout_s":10})", {});
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ(json::parse(*ok)["stdout"], "frame {x}\n");
-  auto bad = app.Run(R"({"argv":["sh","-c","echo broken >&2; exit 4"],"vars":{},"timeout_s":10})");
+  auto bad = app.Run(R"({"argv":["sh","-c","echo broken >&2; exit 4"],"vars":{},"timeout_s":10})", {});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("exit code 4"), std::string::npos);
   EXPECT_NE(bad.status().message().find("broken"), std::string::npos);
+}
+
+// Files in and out through the blob cache, as an agent runs them.
+TEST_F(Sandboxed, InputFilesComeInAndOutputFilesLeaveAsBlobs) {
+  BlobDir blobs((dir_ / "blobs").string());
+  ASSERT_TRUE(blobs.Init().ok());
+  std::ofstream(dir_ / "in.txt") << "hello blobs\n";
+  auto in = blobs.Import((dir_ / "in.txt").string(), 1 << 20);
+  ASSERT_TRUE(in.ok()) << in.status().ToString();
+  ExecApp app;
+  json params = {{"argv", {"sh", "-c", "mkdir out && tr a-z A-Z < data/in.txt > out/up.txt && "
+                                       "echo side > other.log"}},
+                 {"vars", json::object()},
+                 {"timeout_s", 10},
+                 {"inputs", {{"data/in.txt", *in}}},
+                 {"outputs", {"out/*.txt"}}};
+  auto out = app.Run(params.dump(), RunContext{&blobs});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  json o = json::parse(*out);
+  ASSERT_EQ(o["files"].size(), 1u) << o.dump();
+  EXPECT_EQ(o["files"][0]["path"], "out/up.txt");
+  std::string hash = o["files"][0]["sha256"];
+  EXPECT_EQ(hash, Sha256Hex("HELLO BLOBS\n"));
+  EXPECT_TRUE(blobs.Has(hash));
+  EXPECT_EQ(app.OutputBlobs(*out), std::vector<std::string>{hash});
+
+  // A pattern that matches nothing fails the task, naming the pattern.
+  params["outputs"] = {"*.png"};
+  auto none = app.Run(params.dump(), RunContext{&blobs});
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("*.png"), std::string::npos);
+
+  // An input the cache does not hold fails the task before the command runs.
+  params["inputs"] = {{"x", std::string(64, 'c')}};
+  params["outputs"] = json::array();
+  EXPECT_FALSE(app.Run(params.dump(), RunContext{&blobs}).ok());
+}
+
+// A command cannot smuggle a host file out by leaving a symbolic link where
+// an output is expected: links are refused, never followed.
+TEST_F(Sandboxed, OutputLinksAreRefusedNotFollowed) {
+  BlobDir blobs((dir_ / "blobs").string());
+  ASSERT_TRUE(blobs.Init().ok());
+  ExecApp app;
+  json params = {{"argv", {"sh", "-c", "ln -s /etc/passwd leak.txt; mkdir d; ln -s /etc d/etc"}},
+                 {"vars", json::object()},
+                 {"timeout_s", 10},
+                 {"outputs", {"*.txt"}}};
+  auto out = app.Run(params.dump(), RunContext{&blobs});
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("not a regular file"), std::string::npos)
+      << out.status().message();
+  params["outputs"] = {"d/etc/*"};  // through a linked directory: not descended into
+  auto through = app.Run(params.dump(), RunContext{&blobs});
+  ASSERT_FALSE(through.ok());
+  EXPECT_NE(through.status().message().find("matched no file"), std::string::npos);
 }
 
 }  // namespace

@@ -15,7 +15,7 @@ nlohmann::json RunJob(const std::string& spec_json) {
   const App* app = apps.Find(planned->spec.app);
   std::vector<std::string> outputs;
   for (const auto& t : planned->tasks) {
-    auto out = app->Run(t.params);
+    auto out = app->Run(t.params, {});
     EXPECT_TRUE(out.ok()) << out.status().ToString();
     outputs.push_back(*out);
   }

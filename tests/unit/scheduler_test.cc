@@ -27,7 +27,7 @@ class EchoApp final : public App {
     }
     return t;
   }
-  Result<std::string> Run(std::string_view p) const override { return std::string(p); }
+  Result<std::string> Run(std::string_view p, const RunContext&) const override { return std::string(p); }
   Result<nlohmann::json> Merge(const JobSpec&,
                                const std::vector<std::string_view>& outputs) const override {
     for (size_t i = 0; i < outputs.size(); ++i) {
@@ -46,7 +46,7 @@ class ListApp final : public App {
   Result<std::vector<TaskSpec>> Plan(const JobSpec& spec) const override {
     return EchoApp().Plan(spec);
   }
-  Result<std::string> Run(std::string_view p) const override { return std::string(p); }
+  Result<std::string> Run(std::string_view p, const RunContext&) const override { return std::string(p); }
   Result<nlohmann::json> Merge(const JobSpec&,
                                const std::vector<std::string_view>& outputs) const override {
     return nlohmann::json{{"outputs", std::vector<std::string>(outputs.begin(), outputs.end())}};

@@ -101,7 +101,7 @@ TEST_P(StoreConformance, AFailedBatchChangesNothing) {
 }
 
 TEST_P(StoreConformance, EnrollmentTokensAreOneTimeAndExpire) {
-  ASSERT_TRUE(store_->AddEnrollTokens({"h1", "h2"}, Time{1000}).ok());
+  ASSERT_TRUE(store_->AddEnrollTokens({"h1", "h2"}, Time{1000}, "").ok());
   AgentRecord a{"a1", "key", "{}", Time{10}};
   EXPECT_TRUE(store_->EnrollAgent("h1", a, Time{10}).ok());
   AgentRecord b{"a2", "key2", "{}", Time{10}};
@@ -112,6 +112,33 @@ TEST_P(StoreConformance, EnrollmentTokensAreOneTimeAndExpire) {
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(got->public_key, "key");
   EXPECT_EQ(store_->GetAgent("a2").status().code(), StatusCode::kNotFound);
+}
+
+TEST_P(StoreConformance, AgentsBelongToTheOwnerOfTheirToken) {
+  ASSERT_TRUE(store_->AddEnrollTokens({"mine"}, Time{1000}, "alice").ok());
+  ASSERT_TRUE(store_->AddEnrollTokens({"file"}, Time{1000}, "").ok());
+  AgentRecord a{"a1", "key", "{}", Time{10}};
+  a.owner = "mallory";  // ignored: the token decides
+  ASSERT_TRUE(store_->EnrollAgent("mine", a, Time{10}).ok());
+  ASSERT_TRUE(store_->EnrollAgent("file", AgentRecord{"a2", "k2", "{}", Time{10}}, Time{10}).ok());
+  EXPECT_EQ(store_->GetAgent("a1")->owner, "alice");
+  EXPECT_EQ(store_->GetAgent("a2")->owner, "");
+  auto all = store_->ListAgents();
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].owner, "alice");
+}
+
+TEST_P(StoreConformance, BlobOwnersAreRecordedDirectlyAndWithJobResults) {
+  EXPECT_FALSE(*store_->IsBlobOwner({"h1", "alice"}));
+  ASSERT_TRUE(store_->AddBlobOwner({"h1", "alice"}).ok());
+  ASSERT_TRUE(store_->AddBlobOwner({"h1", "alice"}).ok());  // idempotent
+  EXPECT_TRUE(*store_->IsBlobOwner({"h1", "alice"}));
+  EXPECT_FALSE(*store_->IsBlobOwner({"h1", "bob"}));
+  StoreBatch b;
+  b.blob_owners.push_back({"h2", "bob"});
+  ASSERT_TRUE(store_->Apply(b).ok());
+  EXPECT_TRUE(*store_->IsBlobOwner({"h2", "bob"}));
 }
 
 INSTANTIATE_TEST_SUITE_P(
