@@ -4,22 +4,6 @@
 
 namespace claw {
 
-Status FromGrpc(const grpc::Status& st) {
-  using C = grpc::StatusCode;
-  switch (st.error_code()) {
-    case C::OK: return Status::Ok();
-    case C::INVALID_ARGUMENT: return InvalidArgument(st.error_message());
-    case C::NOT_FOUND: return NotFound(st.error_message());
-    case C::ALREADY_EXISTS: return {StatusCode::kAlreadyExists, st.error_message()};
-    case C::FAILED_PRECONDITION: return FailedPrecondition(st.error_message());
-    case C::PERMISSION_DENIED: return PermissionDenied(st.error_message());
-    case C::UNAUTHENTICATED: return Unauthenticated(st.error_message());
-    case C::RESOURCE_EXHAUSTED: return ResourceExhausted(st.error_message());
-    case C::UNAVAILABLE:
-    case C::DEADLINE_EXCEEDED: return Unavailable("coordinator unreachable: " + st.error_message());
-    default: return Internal(st.error_message());
-  }
-}
 
 Client::Client(const std::string& target, std::chrono::milliseconds timeout, std::string api_token,
                const std::string& ca_pem)
@@ -33,7 +17,8 @@ Client::Client(const std::string& target, std::chrono::milliseconds timeout, std
     ssl.pem_root_certs = ca_pem;
     credentials = grpc::SslCredentials(ssl);
   }
-  stub_ = v1::ClientService::NewStub(grpc::CreateCustomChannel(target, credentials, args));
+  channel_ = grpc::CreateCustomChannel(target, credentials, args);
+  stub_ = v1::ClientService::NewStub(channel_);
 }
 
 void Client::Prepare(grpc::ClientContext* ctx) const {
@@ -94,6 +79,12 @@ Result<std::string> Client::AddUser(const std::string& name, const std::string& 
   auto r = Unary(&v1::ClientService::Stub::AddUser, req);
   if (!r.ok()) return r.status();
   return r->token();
+}
+
+Result<v1::CreateEnrollTokenResponse> Client::CreateEnrollToken(uint32_t ttl_s) {
+  v1::CreateEnrollTokenRequest req;
+  req.set_ttl_s(ttl_s);
+  return Unary(&v1::ClientService::Stub::CreateEnrollToken, req);
 }
 
 Result<v1::JobInfo> Client::Cancel(const std::string& id) {

@@ -9,6 +9,8 @@
 
 #include "claw.grpc.pb.h"
 #include "common/status.h"
+#include "protocol/blob_client.h"
+#include "protocol/grpc_status.h"
 
 namespace claw {
 
@@ -28,6 +30,10 @@ class Client {
   Result<std::string> AddUser(const std::string& name, const std::string& tier);
   Result<v1::JobInfo> Cancel(const std::string& id);
   Result<v1::GetResultsResponse> Results(const std::string& id);
+  // A one-time token that enrolls one device of the caller's (0: one day).
+  Result<v1::CreateEnrollTokenResponse> CreateEnrollToken(uint32_t ttl_s);
+  // Transfers blobs as this client's user.
+  BlobClient Blobs() const { return BlobClient(channel_, TokenBlobAuth(api_token_)); }
   // Calls `on_update` with each snapshot until the job ends; returns the last.
   Result<v1::JobInfo> Watch(const std::string& id,
                             const std::function<void(const v1::JobInfo&)>& on_update);
@@ -39,11 +45,10 @@ class Client {
   Result<Resp> Unary(grpc::Status (v1::ClientService::Stub::*method)(grpc::ClientContext*,
                                                                       const Req&, Resp*),
                      const Req& req);
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::ClientService::Stub> stub_;
   std::chrono::milliseconds timeout_;
   std::string api_token_;
 };
-
-Status FromGrpc(const grpc::Status& st);
 
 }  // namespace claw

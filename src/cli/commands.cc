@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -237,6 +238,23 @@ nlohmann::json ParseParams(const std::vector<std::string>& kvs) {
   return p;
 }
 
+// Uploads each --input (FILE, or PATH=FILE) and returns {"PATH": "<sha256>"}.
+nlohmann::json UploadInputs(const Client& client, const std::vector<std::string>& inputs) {
+  BlobClient blobs = client.Blobs();
+  nlohmann::json out = nlohmann::json::object();
+  for (const std::string& in : inputs) {
+    size_t eq = in.find('=');
+    std::string file = eq == std::string::npos ? in : in.substr(eq + 1);
+    std::string path =
+        eq == std::string::npos ? std::filesystem::path(file).filename().string() : in.substr(0, eq);
+    auto hash = blobs.UploadFile(file);
+    if (!hash.ok()) throw CLI::RuntimeError(Fail(hash.status()));
+    std::fprintf(stderr, "uploaded %s  %s\n", file.c_str(), hash->c_str());
+    out[path] = *hash;
+  }
+  return out;
+}
+
 void AddSubmit(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
   auto* cmd = cli.add_subcommand("submit", "Submit a job (spec file, '-' for stdin, or flags)");
   auto file = std::make_shared<std::string>();
@@ -250,17 +268,29 @@ void AddSubmit(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
   auto ranges = std::make_shared<std::vector<std::string>>();
   auto replication = std::make_shared<int64_t>(-1);
   auto command = std::make_shared<std::vector<std::string>>();
+  auto inputs = std::make_shared<std::vector<std::string>>();
+  auto outputs = std::make_shared<std::vector<std::string>>();
   cmd->add_option("spec", *file, "Job spec JSON file, or - for stdin");
   cmd->add_option("--app", *app, "App name (instead of a spec file)");
   cmd->add_option("--name", *name, "Job name");
-  cmd->add_option("--param,-p", *params, "App parameter key=value (repeatable)");
+  cmd->add_option("--param,-p", *params, "App parameter key=value (repeatable)")
+      ->allow_extra_args(false);
   cmd->add_option("--tasks", *tasks, "Number of tasks");
   cmd->add_option("--seed", *seed, "Random seed");
   cmd->add_flag("--wait,-w", *wait, "Show progress and wait for the result");
   cmd->add_flag("--json", *json, "Print JSON");
   cmd->add_option("--range", *ranges,
-                  "exec: sweep a variable, name=A..B or name=a,b,c (repeatable: a grid)");
+                  "exec: sweep a variable, name=A..B or name=a,b,c (repeatable: a grid)")
+      ->allow_extra_args(false);  // one value each, so that `--` still ends the options
   cmd->add_option("--replication", *replication, "Agents that run each task (quorum: a majority)");
+  cmd->add_option("--input,-i", *inputs,
+                  "exec: upload FILE (or PATH=FILE) and place it in each task's scratch "
+                  "directory (repeatable)")
+      ->allow_extra_args(false);
+  cmd->add_option("--output,-o", *outputs,
+                  "exec: collect files matching this glob from each task (repeatable), e.g. "
+                  "'*.png'; download them with claw results JOB --out DIR")
+      ->allow_extra_args(false);
   cmd->add_option("command", *command,
                   "exec: the command after --, with {name} for swept values, e.g. "
                   "claw submit --app exec --range f=1..24 -- sha256sum /usr/bin/{f}")
@@ -299,6 +329,10 @@ void AddSubmit(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
           }
           j["params"]["sweep"][r.substr(0, eq)] = list;
         }
+      }
+      if (!outputs->empty()) j["params"]["outputs"] = *outputs;
+      if (!inputs->empty()) {
+        j["params"]["inputs"] = UploadInputs(Connect(*target), *inputs);
       }
       spec = j.dump();
     } else {
@@ -380,16 +414,24 @@ void AddQueries(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
   });
 
   auto* results = cli.add_subcommand("results", "Print a finished job's result");
+  auto out_dir = std::make_shared<std::string>();
   results->add_option("job", *job_id, "Job id")->required();
   results->add_flag("--json", *json, "Print JSON (job and result)");
+  results->add_option("--out", *out_dir, "Download the job's output files into this directory");
   results->fallthrough();
   results->callback([=] {
-    auto r = Connect(*target).Results(*job_id);
+    Client client = Connect(*target);
+    auto r = client.Results(*job_id);
     if (!r.ok()) throw CLI::RuntimeError(Fail(r.status()));
     if (r->job().state() != "done") {
       throw CLI::RuntimeError(Fail(FailedPrecondition(
           "job " + *job_id + " is " + r->job().state() +
           (r->job().error().empty() ? "" : ": " + r->job().error()) + "; no result")));
+    }
+    if (!out_dir->empty()) {
+      auto n = DownloadOutputs(client, r->result_json(), *out_dir);
+      if (!n.ok()) throw CLI::RuntimeError(Fail(n.status()));
+      return;
     }
     PrintResult(r->job(), r->result_json(), *json);
   });
@@ -448,6 +490,24 @@ void AddUsers(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
     std::fflush(stdout);
     std::fprintf(stderr, "user %s (%s) created; give them the token above (CLAW_TOKEN)\n",
                  name->c_str(), tier->c_str());
+  });
+
+  auto ttl = std::make_shared<uint32_t>(86'400);
+  auto* enroll = cli.add_subcommand(
+      "enroll-token", "Print a one-time token that enrolls one device of yours as an agent");
+  enroll->add_option("--ttl", *ttl, "Seconds it stays valid (at most 30 days)")
+      ->capture_default_str();
+  enroll->fallthrough();
+  enroll->callback([=] {
+    auto r = Connect(*target).CreateEnrollToken(*ttl);
+    if (!r.ok()) throw CLI::RuntimeError(Fail(r.status()));
+    std::printf("%s\n", r->token().c_str());
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "on the device: claw agent --coordinator %s --token %s%s\n"
+                 "its replicas never vote alongside your other devices'\n",
+                 target->coordinator.c_str(), r->token().c_str(),
+                 target->ca_file.empty() ? "" : (" --ca " + target->ca_file).c_str());
   });
 }
 

@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 
+#include "common/blobs.h"
 #include "coordinator/coordinator.h"
 
 namespace claw {
@@ -100,6 +103,57 @@ int WaitAndPrint(Client& client, const std::string& job_id, bool json) {
   }
   PrintResult(r->job(), r->result_json(), json);
   return 0;
+}
+
+Result<size_t> DownloadOutputs(const Client& client, const std::string& result_json,
+                               const std::string& dir) {
+  namespace fs = std::filesystem;
+  struct File {
+    size_t task;
+    std::string path, sha256;
+    uint64_t size;
+  };
+  std::vector<File> files;
+  auto result = nlohmann::json::parse(result_json, nullptr, false);
+  if (result.is_object() && result.contains("tasks") && result["tasks"].is_array()) {
+    for (size_t i = 0; i < result["tasks"].size(); ++i) {
+      const auto& t = result["tasks"][i];
+      if (!t.is_object() || !t.contains("files") || !t["files"].is_array()) continue;
+      for (const auto& f : t["files"]) {
+        files.push_back(File{i, f.value("path", ""), f.value("sha256", ""),
+                             f.value("size", uint64_t{0})});
+      }
+    }
+  }
+  if (files.empty()) return NotFound("the job's result lists no output files");
+  // The paths come from agents: each must stay inside `dir`.
+  std::map<std::string, size_t> uses;
+  for (const File& f : files) {
+    fs::path p(f.path);
+    bool inside = !f.path.empty() && p.is_relative() &&
+                  std::none_of(p.begin(), p.end(), [](const fs::path& c) { return c == ".."; });
+    if (!inside || !IsBlobHash(f.sha256)) {
+      return InvalidArgument("task " + std::to_string(f.task) + " lists a bad output file '" +
+                             f.path.substr(0, 200) + "'; refused");
+    }
+    uses[f.path]++;
+  }
+  BlobClient blobs = client.Blobs();
+  uint64_t bytes = 0;
+  for (const File& f : files) {
+    fs::path dest = fs::path(dir);
+    if (uses[f.path] > 1) dest /= "task-" + std::to_string(f.task);
+    dest /= f.path;
+    std::error_code ec;
+    fs::create_directories(dest.parent_path(), ec);
+    if (ec) return Unavailable("cannot create " + dest.parent_path().string() + ": " + ec.message());
+    CLAW_RETURN_IF_ERROR(blobs.Download(f.sha256, dest.string()));
+    std::printf("%s  %s\n", f.sha256.c_str(), dest.c_str());
+    bytes += f.size;
+  }
+  std::fprintf(stderr, "%zu files, %.1f MB, checked against their SHA-256, in %s\n", files.size(),
+               static_cast<double>(bytes) / 1e6, dir.c_str());
+  return files.size();
 }
 
 }  // namespace claw

@@ -11,24 +11,15 @@
 
 #include "claw.grpc.pb.h"
 #include "common/crypto.h"
+#include "protocol/grpc_status.h"
 #include "protocol/signing.h"
 
 namespace claw {
 namespace {
 
 Status FromGrpc(const grpc::Status& st, const std::string& what) {
-  if (st.ok()) return Status::Ok();
-  StatusCode code = StatusCode::kUnavailable;
-  switch (st.error_code()) {
-    case grpc::StatusCode::INVALID_ARGUMENT: code = StatusCode::kInvalidArgument; break;
-    case grpc::StatusCode::NOT_FOUND: code = StatusCode::kNotFound; break;
-    case grpc::StatusCode::PERMISSION_DENIED: code = StatusCode::kPermissionDenied; break;
-    case grpc::StatusCode::UNAUTHENTICATED: code = StatusCode::kUnauthenticated; break;
-    case grpc::StatusCode::RESOURCE_EXHAUSTED: code = StatusCode::kResourceExhausted; break;
-    case grpc::StatusCode::FAILED_PRECONDITION: code = StatusCode::kFailedPrecondition; break;
-    default: break;
-  }
-  return Status(code, what + ": " + st.error_message());
+  Status s = claw::FromGrpc(st);
+  return s.ok() ? s : Status(s.code(), what + ": " + s.message());
 }
 
 constexpr auto kTransferDeadline = std::chrono::hours(1);

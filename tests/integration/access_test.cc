@@ -1,8 +1,12 @@
 // Access to the client API: TLS with a pinned CA, API tokens, per-user
 // visibility, admin-only user management, over the CLI (gRPC) and HTTPS,
 // against a coordinator without --insecure-local, with a real agent.
+#include <grpcpp/grpcpp.h>
 #include <httplib.h>
 
+#include <fstream>
+
+#include "common/crypto.h"
 #include "harness.h"
 
 namespace claw::testing {
@@ -12,21 +16,11 @@ using std::chrono::seconds;
 
 class Access : public Network {
  protected:
-  // Runs `claw ARGS...`; returns its exit code, with its output in `out`.
-  int Claw(std::vector<std::string> args, std::string* out = nullptr) {
-    std::string log = (dir_ / ("cli-" + std::to_string(++runs_) + ".log")).string();
-    args.insert(args.begin(), {"-c", target(), "--ca", ca_file()});
-    Process p(args, log);
-    int code = p.Wait();
-    if (out) *out = p.Output();
-    return code;
-  }
   std::string AddUser(const std::string& name, const std::string& tier) {
     std::string out;
     EXPECT_EQ(Claw({"users", "add", name, "--tier", tier, "--data", data()}, &out), 0) << out;
     return out.substr(0, out.find('\n'));
   }
-  int runs_ = 0;
 };
 
 TEST_F(Access, EveryClientCallNeedsATokenAndUsersSeeOnlyTheirJobs) {
@@ -81,6 +75,93 @@ TEST_F(Access, EveryClientCallNeedsATokenAndUsersSeeOnlyTheirJobs) {
   StartAgent();
   EXPECT_EQ(WaitForJobEnd(as_alice, *job, seconds(60)).state(), "done")
       << ReadFile((dir_ / "agent0.log").string());
+}
+
+TEST_F(Access, BlobsAreReadOnlyByTheirOwnersAndForgedUploadsAreRefused) {
+  StartCoordinator({}, /*secure=*/true);
+  std::string alice = AddUser("alice", "researcher");
+  std::string bob = AddUser("bob", "free");
+  std::string ca = ReadFile(ca_file());
+  Client as_alice(target(), seconds(5), alice, ca), as_bob(target(), seconds(5), bob, ca);
+  Client anonymous(target(), seconds(5), "", ca);
+  std::ofstream(dir_ / "secret.txt") << "alice's data";
+  auto hash = as_alice.Blobs().UploadFile((dir_ / "secret.txt").string());
+  ASSERT_TRUE(hash.ok()) << hash.status().ToString();
+  EXPECT_EQ(*hash, Sha256Hex("alice's data"));
+  ASSERT_TRUE(as_alice.Blobs().Download(*hash, (dir_ / "back.txt").string()).ok());
+  EXPECT_EQ(ReadFile((dir_ / "back.txt").string()), "alice's data");
+
+  // Knowing the hash is not enough: bob can neither read it nor name it.
+  EXPECT_EQ(as_bob.Blobs().Download(*hash, (dir_ / "stolen").string()).code(),
+            StatusCode::kNotFound);
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "stolen"));
+  auto job = as_bob.Submit(R"({"app":"exec","params":{"command":["cat","s"],"inputs":{"s":")" +
+                           *hash + R"("}}})");
+  EXPECT_EQ(job.status().code(), StatusCode::kInvalidArgument) << job.status().ToString();
+  EXPECT_EQ(anonymous.Blobs().Download(*hash, (dir_ / "x").string()).code(),
+            StatusCode::kUnauthenticated);
+
+  // An upload whose bytes do not hash to the name it declares stores nothing.
+  auto channel = grpc::CreateChannel(target(), grpc::SslCredentials({ca}));
+  auto stub = v1::BlobService::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Bearer " + bob);
+  v1::BlobInfo info;
+  auto writer = stub->PutBlob(&ctx, &info);
+  v1::BlobChunk chunk;
+  const std::string claimed = Sha256Hex("what bob says it is");
+  chunk.set_sha256(claimed);
+  chunk.set_size(9);
+  chunk.set_data("something");
+  writer->Write(chunk);
+  writer->WritesDone();
+  grpc::Status st = writer->Finish();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+  EXPECT_NE(st.error_message().find("does not match"), std::string::npos) << st.error_message();
+  EXPECT_FALSE(std::filesystem::exists(data() + "/blobs/" + claimed.substr(0, 2) + "/" + claimed));
+
+  // An agent call signed by a key the coordinator does not know is refused.
+  KeyPair stranger = GenerateSigningKey();
+  BlobClient forged(channel, AgentBlobAuth("a-000000000000", stranger.secret_key,
+                                           SystemClock::Get()));
+  EXPECT_EQ(forged.Download(*hash, (dir_ / "y").string()).code(), StatusCode::kPermissionDenied);
+}
+
+// Devices enrolled with a user's token are that user's; two replicas of a
+// task never go to one owner's devices, so one person cannot outvote others.
+TEST_F(Access, AgentsBelongToTheirEnrollersAndOneOwnerNeverFillsAQuorum) {
+  StartCoordinator({}, /*secure=*/true);
+  std::string alice = AddUser("alice", "researcher");
+  std::string out;
+  std::vector<std::string> tokens;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(Claw({"--api-token", alice, "enroll-token", "--ttl", "600"}, &out), 0) << out;
+    tokens.push_back(out.substr(0, out.find('\n')));
+    ASSERT_EQ(tokens.back().rfind("ct-", 0), 0u) << out;
+  }
+  StartAgent(1, {}, true, tokens[0]);
+  StartAgent(1, {}, true, tokens[1]);
+  StartAgent();  // the operator's token: owner unknown
+  std::string ca = ReadFile(ca_file());
+  std::string admin_token = ReadFile(data() + "/admin-token");
+  Client admin(target(), seconds(5), admin_token.substr(0, admin_token.find('\n')), ca);
+  auto job = admin.Submit(R"({"app":"noop","tasks":6,"replication":2,"quorum":2,"adaptive":false})");
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  ASSERT_EQ(WaitForJobEnd(admin, *job, seconds(60)).state(), "done");
+  auto agents = admin.ListAgents();
+  ASSERT_TRUE(agents.ok()) << agents.status().ToString();
+  ASSERT_EQ(agents->size(), 3u);
+  uint64_t alices = 0, others = 0;
+  for (const auto& a : *agents) {
+    (a.owner() == "alice" ? alices : others) += a.valid_results();
+  }
+  EXPECT_EQ(alices, 6u) << "each task had exactly one of alice's devices";
+  EXPECT_EQ(others, 6u);
+  // A used token does not enroll a second device.
+  Process& again = StartAgent(1, {}, true, tokens[0]);
+  ASSERT_TRUE(again.Exited(seconds(20)));
+  EXPECT_NE(again.Output().find("token is unknown, used or expired"), std::string::npos)
+      << again.Output();
 }
 
 TEST_F(Access, InsecureLocalIsRefusedOffLoopback) {

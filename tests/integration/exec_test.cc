@@ -1,5 +1,7 @@
 // The exec app through the whole network: a sweep of shell commands run in
 // the sandbox on two agents, each task run on both (2/2) and compared.
+#include <fstream>
+
 #include "apps/sandbox.h"
 #include "harness.h"
 
@@ -37,6 +39,47 @@ TEST_F(Exec, ASweepOfCommandsRunsSandboxedAndReplicated) {
   auto agents = client.ListAgents();
   ASSERT_TRUE(agents.ok());
   for (const auto& a : *agents) EXPECT_EQ(a.invalid_results(), 0u);
+}
+
+// The CLI's whole path for files: upload inputs, run a sweep that reads
+// them and writes files, then download the outputs, each checked by hash.
+TEST_F(Exec, InputFilesGoOutAndOutputFilesComeBackAsCheckedBlobs) {
+  if (Status st = SandboxAvailable(); !st.ok()) GTEST_SKIP() << st.message();
+  StartCoordinator();
+  StartAgent();
+  StartAgent();
+  std::ofstream(dir_ / "words.txt") << "alpha\nbeta\n";
+  std::string out;
+  ASSERT_EQ(Claw({"submit", "--app", "exec", "--wait", "-i", (dir_ / "words.txt").string(),
+                  "-i", "cfg/n.txt=" + (dir_ / "words.txt").string(), "-o", "out/*.txt",
+                  "--range", "f=1..4", "--", "sh", "-c",
+                  "mkdir out && tr a-z A-Z < words.txt > out/f{f}.txt && "
+                  "wc -l < cfg/n.txt >> out/f{f}.txt && echo {f} >> out/f{f}.txt"},
+                 &out),
+            0)
+      << out;
+  std::string job = out.substr(out.find("j-"), 12);
+  ASSERT_EQ(Claw({"results", job, "--out", (dir_ / "got").string()}, &out), 0) << out;
+  for (int f = 1; f <= 4; ++f) {
+    std::string path = (dir_ / "got" / "out" / ("f" + std::to_string(f) + ".txt")).string();
+    EXPECT_EQ(ReadFile(path), "ALPHA\nBETA\n2\n" + std::to_string(f) + "\n") << path;
+  }
+  EXPECT_NE(out.find("4 files"), std::string::npos) << out;
+  // Both agents made the same files for every task (2/2 by default).
+  auto agents = Client(target(), seconds(5)).ListAgents();
+  ASSERT_TRUE(agents.ok());
+  for (const auto& a : *agents) {
+    EXPECT_EQ(a.valid_results(), 4u);
+    EXPECT_EQ(a.invalid_results(), 0u);
+  }
+  // A job that names a blob nobody uploaded is refused at submission.
+  ASSERT_NE(Claw({"submit", R"(-)"}, &out), 0);  // no spec on stdin
+  Client client(target(), seconds(5));
+  auto bad = client.Submit(R"({"app":"exec","params":{"command":["cat","x"],"inputs":{"x":")" +
+                           std::string(64, 'e') + R"("}}})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("upload it first"), std::string::npos)
+      << bad.status().message();
 }
 
 TEST_F(Exec, ACommandThatKeepsFailingFailsTheJobWithItsError) {

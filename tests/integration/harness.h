@@ -190,10 +190,14 @@ class Network : public ::testing::Test {
 
   // Starts an agent with the next unused enrollment token; a dedicated one
   // (--always) unless `always` is false.
-  Process& StartAgent(int slots = 1, std::vector<std::string> extra = {}, bool always = true) {
-    std::istringstream tokens(ReadFile(data() + "/enroll-tokens"));
-    std::string token;
-    for (size_t i = 0; i <= agents_.size(); ++i) std::getline(tokens, token);
+  // `token`: enroll with this one instead.
+  Process& StartAgent(int slots = 1, std::vector<std::string> extra = {}, bool always = true,
+                      std::string token = "") {
+    if (token.empty()) {  // the next unused one from the coordinator's file
+      std::istringstream tokens(ReadFile(data() + "/enroll-tokens"));
+      for (size_t i = 0; i <= file_tokens_used_; ++i) std::getline(tokens, token);
+      file_tokens_used_++;
+    }
     std::string n = std::to_string(agents_.size());
     std::vector<std::string> args = {"agent", "--coordinator", target(), "--state",
                                       (dir_ / ("agent" + n)).string(), "--token", token,
@@ -204,6 +208,18 @@ class Network : public ::testing::Test {
     agents_.push_back(
         std::make_unique<Process>(args, (dir_ / ("agent" + n + ".log")).string()));
     return *agents_.back();
+  }
+
+  // Runs `claw -c TARGET [--ca CA] ARGS...` to its end; returns its exit
+  // code, with its output (stdout and stderr) in `out`.
+  int Claw(std::vector<std::string> args, std::string* out = nullptr) {
+    std::string log = (dir_ / ("cli-" + std::to_string(++claw_runs_) + ".log")).string();
+    args.insert(args.begin(), {"-c", target()});
+    if (secure_) args.insert(args.begin() + 2, {"--ca", ca_file()});
+    Process p(args, log);
+    int code = p.Wait();
+    if (out) *out = p.Output();
+    return code;
   }
 
   v1::JobInfo WaitForJobEnd(Client& client, const std::string& id,
@@ -221,6 +237,8 @@ class Network : public ::testing::Test {
   int port_ = 0;
   int http_port_ = 0;
   bool secure_ = false;  // TLS and API tokens (not --insecure-local)
+  size_t file_tokens_used_ = 0;
+  int claw_runs_ = 0;
   std::unique_ptr<Process> coordinator_;
   std::vector<std::unique_ptr<Process>> agents_;
 };

@@ -116,6 +116,27 @@ TEST_F(SchedulerTest, RunsAJobToCompletionAndMergesInOrder) {
   EXPECT_EQ(sched_.active_leases(), 0u);
 }
 
+TEST_F(SchedulerTest, ReplicasOfATaskNeverGoToTwoAgentsOfOneOwner) {
+  auto p = ParseAndPlanJob(R"({"app":"echo","tasks":4,"replication":2,"quorum":2})", apps_);
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(sched_.AddJob("j1", "carol", std::move(p).value(), clock_.Now()).ok());
+  for (const char* a : {"m1", "m2", "o1"}) sched_.AgentConnected(a, 1e9, {}, clock_.Now());
+  sched_.SetAgentOwner("m1", "mallory");
+  sched_.SetAgentOwner("m2", "mallory");
+  // mallory's two devices ask first and for everything: they share one
+  // replica of each task between them; the other replica waits for o1.
+  sched_.AddDemand("m1", 8);
+  sched_.AddDemand("m2", 8);
+  size_t mallory = 0;
+  for (const auto& a : sched_.Dispatch(clock_.Now())) mallory += a.assignments.size();
+  EXPECT_EQ(mallory, 4u);
+  sched_.AddDemand("o1", 8);
+  EXPECT_EQ(DispatchTo("o1").size(), 4u);
+  // Unknown owners (empty) are each their own.
+  sched_.SetAgentOwner("m2", "");
+  EXPECT_EQ(sched_.GetJob("j1")->leased, 8u);
+}
+
 TEST_F(SchedulerTest, DuplicateAndForeignResultsChangeNothing) {
   ASSERT_TRUE(sched_.AddJob("j1", "alice", Plan(apps_, 2), clock_.Now()).ok());
   sched_.AgentConnected("a1", 1e9, {}, clock_.Now());
