@@ -211,7 +211,8 @@ Result<json> CollectOutputs(const json& patterns, const RunContext& ctx,
 Result<std::vector<TaskSpec>> ExecApp::Plan(const JobSpec& spec) const {
   FieldReader f(spec.params, "params");
   CLAW_RETURN_IF_ERROR(f.NoUnknownFields(
-      {"command", "sweep", "timeout_s", "memory_mb", "output_kb", "inputs", "outputs", "file_mb"}));
+      {"command", "sweep", "timeout_s", "memory_mb", "output_kb", "inputs", "outputs", "file_mb",
+       "processes"}));
   const json* command = spec.params.contains("command") ? &spec.params["command"] : nullptr;
   if (!command || !command->is_array() || command->empty() || command->size() > kMaxArgs) {
     return InvalidArgument("params.command: must be a list of 1 to " + std::to_string(kMaxArgs) +
@@ -227,7 +228,9 @@ Result<std::vector<TaskSpec>> ExecApp::Plan(const JobSpec& spec) const {
   auto memory = f.Integer("memory_mb", 16, 1 << 20, 2048);
   auto output = f.Integer("output_kb", 1, 1024, 64);
   auto file_mb = f.Integer("file_mb", 1, 1 << 20, 1024);
-  for (const Status* st : {&timeout.status(), &memory.status(), &output.status(), &file_mb.status()}) {
+  auto processes = f.Integer("processes", 1, 4096, 256);
+  for (const Status* st : {&timeout.status(), &memory.status(), &output.status(), &file_mb.status(),
+                           &processes.status()}) {
     if (!st->ok()) return *st;
   }
   auto inputs = ReadInputs(spec.params);
@@ -268,7 +271,8 @@ Result<std::vector<TaskSpec>> ExecApp::Plan(const JobSpec& spec) const {
     json argv = json::array();
     for (const auto& a : *command) argv.push_back(Substitute(a.get<std::string>(), vars));
     json params = {{"argv", argv},          {"vars", vars},          {"timeout_s", *timeout},
-                   {"memory_mb", *memory}, {"output_kb", *output}, {"file_mb", *file_mb}};
+                   {"memory_mb", *memory}, {"output_kb", *output}, {"file_mb", *file_mb},
+                   {"processes", *processes}};
     if (!inputs->empty()) params["inputs"] = *inputs;
     if (!outputs->empty()) params["outputs"] = *outputs;
     // Cost: unknown; assume a second of a 1 GFLOP/s core so leases are sane.
@@ -297,6 +301,7 @@ Result<std::string> ExecApp::Run(std::string_view task_params, const RunContext&
   limits.memory_bytes = p.value("memory_mb", uint64_t{2048}) << 20;
   limits.output_bytes = p.value("output_kb", size_t{64}) << 10;
   limits.file_bytes = p.value("file_mb", uint64_t{1024}) << 20;
+  limits.processes = p.value("processes", uint64_t{256});
   // Checked again here: the agent does not take the coordinator's word.
   auto inputs = ReadInputs(p);
   if (!inputs.ok()) return inputs.status();

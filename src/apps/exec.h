@@ -18,6 +18,8 @@
 //              blobs after the command ends; each must match at least one
 //              file, and symbolic links are refused, never followed
 //   file_mb    the largest file a task may write (default 1024)
+//   processes  how many processes a task may have at once (default 256,
+//              at most 4096): a fork bomb stops there
 //
 // Paths and patterns are relative and may not contain "..": nothing outside
 // the scratch directory is ever named.

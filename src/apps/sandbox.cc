@@ -1,6 +1,8 @@
 #include "apps/sandbox.h"
 
 #include <fcntl.h>
+#include <grp.h>
+#include <sys/stat.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -8,6 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <cstring>
 #include <filesystem>
 
 #include "common/clock.h"
@@ -48,6 +52,39 @@ void SetLimit(int resource, uint64_t value) {
   setrlimit(resource, &rl);
 }
 
+// Processes that `uid` runs now (from /proc).
+uint64_t ProcessesOf(uid_t uid) {
+  uint64_t n = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    struct stat st;
+    const std::string name = e.path().filename();
+    if (!name.empty() && std::isdigit(static_cast<unsigned char>(name[0])) &&
+        stat(e.path().c_str(), &st) == 0 && st.st_uid == uid) {
+      ++n;
+    }
+  }
+  return n;
+}
+
+// Gives the scratch directory and everything in it to `uid`, without
+// following links.
+Status GiveTo(const std::string& dir, uid_t uid) {
+  if (lchown(dir.c_str(), uid, uid) != 0) {
+    return Unavailable("cannot give the scratch directory to uid " + std::to_string(uid) + ": " +
+                       strerror(errno));
+  }
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (lchown(it->path().c_str(), uid, uid) != 0) {
+      return Unavailable("cannot give " + it->path().string() + " to the sandbox: " +
+                         strerror(errno));
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status SandboxAvailable() {
@@ -82,6 +119,12 @@ Result<SandboxResult> RunSandboxed(const std::vector<std::string>& argv,
   for (auto& a : args) cargv.push_back(a.data());
   cargv.push_back(nullptr);
 
+  // Who the sandbox runs as, and how many processes it may add.
+  const bool root = geteuid() == 0;
+  const uid_t uid = root ? kSandboxUidBase + static_cast<uid_t>(getpid()) % kSandboxUids : getuid();
+  if (root) CLAW_RETURN_IF_ERROR(GiveTo(scratch_dir, uid));
+  const uint64_t nproc = ProcessesOf(uid) + limits.processes;
+
   int out[2], err[2];
   if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) return Unavailable("pipe failed");
   // rlimits are inherited across exec: set them in a child of our own
@@ -98,6 +141,8 @@ Result<SandboxResult> RunSandboxed(const std::vector<std::string>& argv,
     SetLimit(RLIMIT_AS, limits.memory_bytes);
     SetLimit(RLIMIT_FSIZE, limits.file_bytes);
     SetLimit(RLIMIT_CORE, 0);
+    SetLimit(RLIMIT_NPROC, nproc);
+    if (root && (setgroups(0, nullptr) != 0 || setgid(uid) != 0 || setuid(uid) != 0)) _exit(126);
     signal(SIGPIPE, SIG_DFL);
     execve(kBwrap, cargv.data(), environ);
     _exit(127);

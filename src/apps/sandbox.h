@@ -1,12 +1,22 @@
 // Runs an untrusted command isolated from its host: under bubblewrap on Linux
 // (no network, no view of the host's files but a read-only /usr, a scratch
 // directory as the only writable place, a fresh PID namespace, no
-// environment), with rlimits on CPU time, address space and file size, and a
-// wall-clock timeout after which the whole process tree is killed.
+// environment), with rlimits on CPU time, address space, file size and
+// processes, and a wall-clock timeout after which the whole process tree is
+// killed.
+//
+// The process limit (RLIMIT_NPROC) counts all processes of a user and does
+// not bind root, so an agent running as root runs each sandbox as an
+// unprivileged user of its own (uid kSandboxUidBase + a number per worker
+// process, owning the scratch directory); that also means a command that got
+// out of its namespaces would not be root. As any other user, the limit is
+// set to the processes the user already has plus the task's allowance.
 //
 // Where no sandbox works (no bwrap, user namespaces disabled, macOS for now)
 // Available() says why and Run refuses: a command is never run bare.
 #pragma once
+
+#include <sys/types.h>
 
 #include <chrono>
 #include <string>
@@ -22,7 +32,12 @@ struct SandboxLimits {
   uint64_t memory_bytes = 2ULL << 30;  // RLIMIT_AS
   uint64_t file_bytes = 1ULL << 30;    // RLIMIT_FSIZE: largest file it may write
   size_t output_bytes = 64 << 10;      // of stdout and of stderr kept, each
+  uint64_t processes = 256;            // RLIMIT_NPROC allowance (a fork bomb stops here)
 };
+
+// Sandboxes of an agent running as root run as uids from here up.
+inline constexpr uid_t kSandboxUidBase = 200'000;
+inline constexpr uid_t kSandboxUids = 60'000;
 
 struct SandboxResult {
   int exit_code = -1;   // the command's, or 128 + signal

@@ -82,6 +82,44 @@ TEST_F(Exec, InputFilesGoOutAndOutputFilesComeBackAsCheckedBlobs) {
       << bad.status().message();
 }
 
+// Hostile commands fail their own tasks, and the agent goes on with the rest.
+TEST_F(Exec, HostileCommandsAreContainedAndTheAgentKeepsWorking) {
+  if (Status st = SandboxAvailable(); !st.ok()) GTEST_SKIP() << st.message();
+  StartCoordinator();
+  StartAgent(2);
+  Client client(target(), seconds(5));
+  auto hostile = [&](const std::string& script, nlohmann::json params = nlohmann::json::object()) {
+    params["command"] = {"sh", "-c", script};
+    params["timeout_s"] = 4;
+    nlohmann::json spec = {{"app", "exec"}, {"replication", 1}, {"max_attempts", 1},
+                           {"params", params}};
+    auto id = client.Submit(spec.dump());
+    EXPECT_TRUE(id.ok()) << id.status().ToString();
+    return id.ok() ? *id : "";
+  };
+  std::string bomb = hostile("bomb() { bomb | bomb & }; bomb; sleep 60", {{"processes", 64}});
+  std::string hog = hostile("python3 -c 'x = bytearray(1 << 33)'", {{"memory_mb", 256}});
+  std::string net = hostile("python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", " +
+                            std::to_string(port_) + "), 2)'");
+  std::string peek = hostile("cat " + data() + "/coordinator.key");
+  auto fine = client.Submit(R"({"app":"exec","replication":1,)"
+                            R"("params":{"command":["sh","-c","echo {n}"],"sweep":{"n":"1..20"}}})");
+  ASSERT_TRUE(fine.ok());
+  for (const std::string& id : {bomb, hog, net, peek}) {
+    v1::JobInfo end = WaitForJobEnd(client, id, seconds(60));
+    EXPECT_EQ(end.state(), "failed") << id << ": " << end.error();
+  }
+  auto error_of = [&](const std::string& id) { return WaitForJobEnd(client, id).error(); };
+  EXPECT_NE(error_of(bomb).find("timed out"), std::string::npos) << error_of(bomb);
+  EXPECT_NE(error_of(hog).find("MemoryError"), std::string::npos) << error_of(hog);
+  // The coordinator listens on this port on the host; the sandbox has a
+  // loopback of its own, where nothing does.
+  EXPECT_NE(error_of(net).find("Connection refused"), std::string::npos) << error_of(net);
+  EXPECT_NE(error_of(peek).find("No such file"), std::string::npos) << error_of(peek);
+  EXPECT_EQ(WaitForJobEnd(client, *fine, seconds(60)).state(), "done");
+  EXPECT_FALSE(agents_[0]->Exited(std::chrono::milliseconds(0))) << "the agent survived it all";
+}
+
 TEST_F(Exec, ACommandThatKeepsFailingFailsTheJobWithItsError) {
   if (Status st = SandboxAvailable(); !st.ok()) GTEST_SKIP() << st.message();
   StartCoordinator();

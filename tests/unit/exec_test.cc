@@ -3,6 +3,7 @@
 #include "apps/exec.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -136,6 +137,41 @@ TEST_F(Sandboxed, RunawaysAreStopped) {
   auto loud = Run("head -c 100000 /dev/zero | tr '\\0' x", chatty);
   EXPECT_EQ(loud.stdout_text.size(), 1000u);
   EXPECT_TRUE(loud.truncated);
+}
+
+// Bounded first (at most 3000 processes even if nothing held), then a real
+// fork bomb only once the bound is shown to hold.
+TEST_F(Sandboxed, AForkBombStopsAtTheProcessLimitAndTheTimeoutEndsIt) {
+  SandboxLimits limits;
+  limits.processes = 32;
+  limits.wall_time = std::chrono::seconds(20);
+  // The shell records each process it starts (echo is a builtin) and dies
+  // at the first fork that fails.
+  auto counted = Run("for i in $(seq 3000); do sleep 30 & echo $! >> /work/pids; done", limits);
+  EXPECT_NE(counted.exit_code, 0);
+  std::ifstream pids(dir_ / "pids");
+  int started = 0;
+  for (std::string line; std::getline(pids, line);) ++started;
+  ASSERT_GT(started, 0) << counted.stderr_text;
+  ASSERT_LE(started, 32) << "the process limit did not hold";
+
+  limits.wall_time = std::chrono::seconds(3);
+  Stopwatch watch;
+  auto bomb = Run("bomb() { bomb | bomb & }; bomb; sleep 60", limits);
+  EXPECT_TRUE(bomb.timed_out);
+  EXPECT_LT(watch.Seconds(), 10.0);
+  // The host still forks, and the sandbox still works.
+  EXPECT_EQ(Run("echo alive", SandboxLimits{}).stdout_text, "alive\n");
+}
+
+TEST_F(Sandboxed, AnAgentRunningAsRootRunsCommandsAsAnUnprivilegedUser) {
+  if (geteuid() != 0) GTEST_SKIP() << "the agent here is not root";
+  auto r = Run("id -u; touch mine");
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_GE(std::stoul(r.stdout_text), kSandboxUidBase);
+  struct stat st;
+  ASSERT_EQ(stat((dir_ / "mine").c_str(), &st), 0);
+  EXPECT_GE(st.st_uid, kSandboxUidBase);
 }
 
 TEST_F(Sandboxed, ACommandThatFailsFailsItsTaskWithStderr) {
