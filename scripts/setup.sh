@@ -11,11 +11,11 @@ DEBIAN_PACKAGES=(
   libsqlite3-dev libsodium-dev nlohmann-json3-dev libcpp-httplib-dev libssl-dev
   libcli11-dev libspdlog-dev libzstd-dev libsystemd-dev
   libgtest-dev libbenchmark-dev
-  bubblewrap curl
+  bubblewrap curl povray
   clang libclang-rt-14-dev
 )
 BREW_PACKAGES=(cmake pkg-config grpc protobuf sqlite libsodium nlohmann-json openssl
-  cpp-httplib cli11 spdlog zstd googletest google-benchmark llvm)
+  cpp-httplib cli11 spdlog zstd googletest google-benchmark llvm povray)
 
 case "$(uname -s)" in
   Linux)

@@ -120,6 +120,24 @@ TEST_F(Exec, HostileCommandsAreContainedAndTheAgentKeepsWorking) {
   EXPECT_FALSE(agents_[0]->Exited(std::chrono::milliseconds(0))) << "the agent survived it all";
 }
 
+// The example in examples/render, small: POV-Ray renders frames on two
+// agents, each frame twice, and the PNGs come back identical and checked.
+TEST_F(Exec, TheRenderExampleRendersFramesWithPovray) {
+  if (Status st = SandboxAvailable(); !st.ok()) GTEST_SKIP() << st.message();
+  if (access("/usr/bin/povray", X_OK) != 0) GTEST_SKIP() << "povray is not installed";
+  std::string script = std::string(CLAW_SOURCE_DIR) + "/examples/render/render.sh";
+  std::string cmd = "CLAW=" CLAW_BINARY " FRAMES=4 SIZE=96x72 OUT=" + (dir_ / "frames").string() +
+                    " " + script + " >" + (dir_ / "render.log").string() + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << ReadFile((dir_ / "render.log").string());
+  std::string log = ReadFile((dir_ / "render.log").string());
+  EXPECT_NE(log.find("4 files"), std::string::npos) << log;
+  for (int f = 1; f <= 4; ++f) {
+    std::string png = ReadFile((dir_ / "frames" / ("frame" + std::to_string(f) + ".png")).string());
+    ASSERT_GT(png.size(), 1000u) << "frame " << f << "\n" << log;
+    EXPECT_EQ(png.substr(1, 3), "PNG");
+  }
+}
+
 TEST_F(Exec, ACommandThatKeepsFailingFailsTheJobWithItsError) {
   if (Status st = SandboxAvailable(); !st.ok()) GTEST_SKIP() << st.message();
   StartCoordinator();
