@@ -2,6 +2,9 @@
 
 #include <httplib.h>
 
+#include <fstream>
+#include <memory>
+
 #include "coordinator/dashboard.h"
 #include "core/job_spec.h"
 
@@ -126,6 +129,29 @@ void HttpApi::Routes() {
                                     : nlohmann::json::parse(r->second, nullptr, false);
         Reply(res, 200, {{"job", JobInfoToJson(r->first)}, {"result", result}});
       }));
+  // A blob's bytes, for its owners (as BlobService.GetBlob). The ETag is its
+  // SHA-256: check what you received against it.
+  s.Get(R"(/api/blobs/([0-9a-f]{64}))",
+        authed([this](const httplib::Request& req, httplib::Response& res,
+                       const UserRecord& caller) {
+          std::string hash = req.matches[1];
+          Status may = coordinator_->MayReadBlob(hash, caller);
+          if (!may.ok()) return ReplyError(res, may);
+          auto size = coordinator_->blobs()->Size(hash);
+          if (!size.ok()) return ReplyError(res, size.status());
+          auto file = std::make_shared<std::ifstream>(coordinator_->blobs()->PathOf(hash),
+                                                      std::ios::binary);
+          res.set_header("ETag", "\"" + hash + "\"");
+          res.set_content_provider(
+              *size, "application/octet-stream",
+              [file](size_t offset, size_t length, httplib::DataSink& sink) {
+                std::string buf(std::min<size_t>(length, kBlobChunkBytes), '\0');
+                file->seekg(static_cast<std::streamoff>(offset));
+                file->read(buf.data(), static_cast<std::streamsize>(buf.size()));
+                if (file->gcount() <= 0) return false;
+                return sink.write(buf.data(), static_cast<size_t>(file->gcount()));
+              });
+        }));
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     CoordinatorMetrics m = coordinator_->Metrics();
     std::string out;

@@ -120,6 +120,19 @@ TEST_F(Access, BlobsAreReadOnlyByTheirOwnersAndForgedUploadsAreRefused) {
   EXPECT_NE(st.error_message().find("does not match"), std::string::npos) << st.error_message();
   EXPECT_FALSE(std::filesystem::exists(data() + "/blobs/" + claimed.substr(0, 2) + "/" + claimed));
 
+  // The same rules over HTTPS, where the ETag names the content.
+  httplib::SSLClient http("127.0.0.1", http_port_);
+  http.set_ca_cert_path(ca_file().c_str());
+  http.enable_server_certificate_verification(true);
+  auto res = http.Get("/api/blobs/" + *hash, {{"Authorization", "Bearer " + alice}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->body, "alice's data");
+  EXPECT_EQ(res->get_header_value("ETag"), "\"" + *hash + "\"");
+  res = http.Get("/api/blobs/" + *hash, {{"Authorization", "Bearer " + bob}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 404);
+
   // An agent call signed by a key the coordinator does not know is refused.
   KeyPair stranger = GenerateSigningKey();
   BlobClient forged(channel, AgentBlobAuth("a-000000000000", stranger.secret_key,
