@@ -7,6 +7,9 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/resource.h>
+#ifdef __APPLE__
+#include <sys/sysctl.h>
+#endif
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,8 +25,15 @@ namespace claw {
 namespace {
 
 constexpr const char* kBwrap = "/usr/bin/bwrap";
+constexpr const char* kSandboxExec = "/usr/bin/sandbox-exec";
 
-std::vector<std::string> BwrapArgs(const std::string& scratch_dir) {
+#ifdef __APPLE__
+constexpr const char* kLauncher = kSandboxExec;
+#else
+constexpr const char* kLauncher = kBwrap;
+#endif
+
+[[maybe_unused]] std::vector<std::string> BwrapArgs(const std::string& scratch_dir) {
   return {kBwrap,
           "--unshare-all",  // network (only a loopback), PID, IPC, UTS, user, cgroup
           "--die-with-parent",
@@ -47,13 +57,27 @@ std::vector<std::string> BwrapArgs(const std::string& scratch_dir) {
           "--"};
 }
 
+// macOS: sandbox-exec with the profile; the command starts in the scratch
+// directory (there is no mount namespace to show it as /work).
+[[maybe_unused]] std::vector<std::string> SandboxExecArgs(const std::string& scratch_dir) {
+  std::error_code ec;
+  std::string real = std::filesystem::canonical(scratch_dir, ec).string();
+  return {kSandboxExec, "-p", SandboxExecProfile(ec ? scratch_dir : real), "--"};
+}
+
 void SetLimit(int resource, uint64_t value) {
   rlimit rl{value, value};
   setrlimit(resource, &rl);
 }
 
-// Processes that `uid` runs now (from /proc).
+// Processes that `uid` runs now (Linux: from /proc; macOS: sysctl).
 uint64_t ProcessesOf(uid_t uid) {
+#ifdef __APPLE__
+  int mib[4] = {CTL_KERN, KERN_PROC, KERN_PROC_UID, static_cast<int>(uid)};
+  size_t bytes = 0;
+  if (sysctl(mib, 4, nullptr, &bytes, nullptr, 0) != 0) return 0;
+  return bytes / sizeof(struct kinfo_proc);
+#endif
   uint64_t n = 0;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
@@ -87,13 +111,39 @@ Status GiveTo(const std::string& dir, uid_t uid) {
 
 }  // namespace
 
+std::string SandboxExecProfile(const std::string& scratch_dir) {
+  // A string literal in the profile language: quotes and backslashes escaped.
+  std::string quoted = "\"";
+  for (char c : scratch_dir) {
+    if (c == '"' || c == '\\') quoted += '\\';
+    quoted += c;
+  }
+  quoted += "\"";
+  return "(version 1)\n"
+         "(deny default)\n"
+         "(deny network*)\n"
+         "(allow process-fork process-exec signal (target same-sandbox))\n"
+         "(allow sysctl-read)\n"
+         "(allow file-read-metadata)\n"
+         "(allow file-read* (subpath \"/usr\") (subpath \"/bin\") (subpath \"/sbin\")\n"
+         "  (subpath \"/System\") (subpath \"/Library/Apple\") (subpath \"/opt/homebrew\")\n"
+         "  (subpath \"/private/var/db/dyld\") (subpath \"/private/var/db/timezone\")\n"
+         "  (literal \"/dev/null\") (literal \"/dev/zero\") (literal \"/dev/urandom\")\n"
+         "  (literal \"/dev/random\"))\n"
+         "(allow file-write-data (literal \"/dev/null\"))\n"
+         "(allow file-read* file-write* (subpath " + quoted + "))\n";
+}
+
 Status SandboxAvailable() {
 #ifdef __APPLE__
-  return FailedPrecondition("no sandbox on macOS yet (sandbox-exec profile not written)");
+  if (access(kSandboxExec, X_OK) != 0) {
+    return FailedPrecondition(std::string(kSandboxExec) + " is not available");
+  }
 #else
   if (access(kBwrap, X_OK) != 0) {
     return FailedPrecondition("bubblewrap (" + std::string(kBwrap) + ") is not installed");
   }
+#endif
   static const Status probe = [] {
     std::string dir = std::filesystem::temp_directory_path() / ("claw-probe-" + std::to_string(getpid()));
     std::filesystem::create_directories(dir);
@@ -101,19 +151,23 @@ Status SandboxAvailable() {
     std::filesystem::remove_all(dir);
     if (!r.ok()) return r.status();
     if (r->exit_code != 0) {
-      return FailedPrecondition("bubblewrap cannot start a sandbox here (user namespaces off?): " +
+      return FailedPrecondition(std::string(kLauncher) +
+                                " cannot start a sandbox here (user namespaces off?): " +
                                 r->stderr_text);
     }
     return Status::Ok();
   }();
   return probe;
-#endif
 }
 
 Result<SandboxResult> RunSandboxed(const std::vector<std::string>& argv,
                                    const std::string& scratch_dir, const SandboxLimits& limits) {
   if (argv.empty()) return InvalidArgument("command: empty");
+#ifdef __APPLE__
+  std::vector<std::string> args = SandboxExecArgs(scratch_dir);
+#else
   std::vector<std::string> args = BwrapArgs(scratch_dir);
+#endif
   args.insert(args.end(), argv.begin(), argv.end());
   std::vector<char*> cargv;
   for (auto& a : args) cargv.push_back(a.data());
@@ -144,7 +198,17 @@ Result<SandboxResult> RunSandboxed(const std::vector<std::string>& argv,
     SetLimit(RLIMIT_NPROC, nproc);
     if (root && (setgroups(0, nullptr) != 0 || setgid(uid) != 0 || setuid(uid) != 0)) _exit(126);
     signal(SIGPIPE, SIG_DFL);
-    execve(kBwrap, cargv.data(), environ);
+#ifdef __APPLE__
+    // No mount namespace: the command starts in its scratch directory, with
+    // an environment of our choosing rather than the agent's.
+    if (chdir(scratch_dir.c_str()) != 0) _exit(126);
+    std::string home = "HOME=" + scratch_dir;
+    char* env[] = {const_cast<char*>("PATH=/usr/local/bin:/opt/homebrew/bin:/usr/bin:/bin"),
+                   home.data(), const_cast<char*>("LANG=C.UTF-8"), nullptr};
+    execve(kLauncher, cargv.data(), env);
+#else
+    execve(kLauncher, cargv.data(), environ);
+#endif
     _exit(127);
   }
   setpgid(pid, pid);

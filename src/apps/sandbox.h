@@ -12,8 +12,15 @@
 // out of its namespaces would not be root. As any other user, the limit is
 // set to the processes the user already has plus the task's allowance.
 //
-// Where no sandbox works (no bwrap, user namespaces disabled, macOS for now)
-// Available() says why and Run refuses: a command is never run bare.
+// On macOS it runs under sandbox-exec with SandboxExecProfile: no network,
+// reads only of the system's directories, writes only in the scratch
+// directory (where the command starts; there is no /work), the same rlimits
+// and timeout. There is no PID namespace there: the timeout kills the
+// command's process group.
+//
+// Where no sandbox works (no bwrap, user namespaces disabled, no
+// sandbox-exec) Available() says why and Run refuses: a command is never
+// run bare.
 #pragma once
 
 #include <sys/types.h>
@@ -49,6 +56,11 @@ struct SandboxResult {
 
 // Ok when commands can be sandboxed here; otherwise why not.
 Status SandboxAvailable();
+
+// The macOS sandbox profile (SBPL) for a command confined to `scratch_dir`
+// (a real path: macOS's /tmp is /private/tmp). Built on every platform so
+// that it is tested everywhere.
+std::string SandboxExecProfile(const std::string& scratch_dir);
 
 // Runs argv[0] (looked up in the sandbox's PATH) with `scratch_dir` mounted
 // read-write as /work, the working directory. Errors are about the sandbox

@@ -76,6 +76,24 @@ TEST(ExecPlan, InputsAndOutputsTravelWithEveryTaskAndNameTheirBlobs) {
   EXPECT_TRUE(app.OutputBlobs("not json").empty());
 }
 
+// The macOS profile is only run on macOS, but what it allows is checked
+// everywhere: nothing by default, no network, writes only in the scratch
+// directory, whose name cannot break out of its string.
+TEST(SandboxExecProfile, DeniesByDefaultAndAllowsWritesOnlyInTheScratchDirectory) {
+  std::string p = SandboxExecProfile("/private/tmp/claw-task-1");
+  EXPECT_NE(p.find("(deny default)"), std::string::npos);
+  EXPECT_NE(p.find("(deny network*)"), std::string::npos);
+  EXPECT_NE(p.find(R"((allow file-read* file-write* (subpath "/private/tmp/claw-task-1")))"),
+            std::string::npos);
+  size_t writes = 0;
+  for (size_t at = p.find("file-write"); at != std::string::npos; at = p.find("file-write", at + 1)) {
+    ++writes;
+  }
+  EXPECT_EQ(writes, 2u) << "/dev/null and the scratch directory, nothing else\n" << p;
+  std::string evil = SandboxExecProfile(R"(/tmp/x") (subpath "/)");
+  EXPECT_NE(evil.find(R"((subpath "/tmp/x\") (subpath \"/"))"), std::string::npos) << evil;
+}
+
 class Sandboxed : public ::testing::Test {
  protected:
   void SetUp() override {
