@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "apps/blob_fields.h"
 #include "apps/sandbox.h"
 #include "common/blobs.h"
 #include "common/crypto.h"
@@ -125,19 +126,6 @@ Result<json> ReadOutputs(const json& params) {
     if (!pattern.is_string()) return InvalidArgument("params.outputs: patterns must be strings");
     CLAW_RETURN_IF_ERROR(CheckInsideScratch("params.outputs", pattern.get<std::string>()));
   }
-  return out;
-}
-
-std::vector<std::string> HashesIn(const json& inputs) {
-  std::vector<std::string> out;
-  if (!inputs.is_object()) return out;
-  for (const auto& [path, hash] : inputs.items()) {
-    if (hash.is_string() && IsBlobHash(hash.get_ref<const std::string&>())) {
-      out.push_back(hash.get<std::string>());
-    }
-  }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
 }
 
@@ -354,28 +342,17 @@ Result<json> ExecApp::Merge(const JobSpec&, const std::vector<std::string_view>&
 }
 
 std::vector<std::string> ExecApp::SpecInputBlobs(const JobSpec& spec) const {
-  return spec.params.is_object() && spec.params.contains("inputs") ? HashesIn(spec.params["inputs"])
+  return spec.params.is_object() && spec.params.contains("inputs") ? BlobHashesIn(spec.params["inputs"])
                                                                    : std::vector<std::string>{};
 }
 
 std::vector<std::string> ExecApp::TaskInputBlobs(std::string_view task_params) const {
   json p = json::parse(task_params, nullptr, false);
-  return p.is_object() && p.contains("inputs") ? HashesIn(p["inputs"]) : std::vector<std::string>{};
+  return p.is_object() && p.contains("inputs") ? BlobHashesIn(p["inputs"]) : std::vector<std::string>{};
 }
 
 std::vector<std::string> ExecApp::OutputBlobs(std::string_view task_output) const {
-  std::vector<std::string> out;
-  json o = json::parse(task_output, nullptr, false);
-  if (!o.is_object() || !o.contains("files") || !o["files"].is_array()) return out;
-  for (const auto& f : o["files"]) {
-    if (f.is_object() && f.contains("sha256") && f["sha256"].is_string() &&
-        IsBlobHash(f["sha256"].get_ref<const std::string&>())) {
-      out.push_back(f["sha256"].get<std::string>());
-    }
-  }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
+  return OutputFileBlobs(task_output);
 }
 
 }  // namespace claw

@@ -3,6 +3,9 @@
 #include "apps/exec.h"
 #include "apps/montecarlo.h"
 #include "apps/noop.h"
+#ifdef CLAW_WITH_TORCH
+#include "apps/train.h"
+#endif
 
 namespace claw {
 
@@ -11,6 +14,9 @@ AppRegistry BuiltinApps() {
   r.Register(std::make_unique<MonteCarloApp>());
   r.Register(std::make_unique<NoopApp>());
   r.Register(std::make_unique<ExecApp>());
+#ifdef CLAW_WITH_TORCH
+  r.Register(std::make_unique<TrainApp>());
+#endif
   return r;
 }
 

@@ -255,6 +255,21 @@ nlohmann::json UploadInputs(const Client& client, const std::vector<std::string>
   return out;
 }
 
+// Uploads the four IDX files of an MNIST-style dataset directory and returns
+// {"train_images": "<sha256>", ...}.
+nlohmann::json UploadDataset(const Client& client, const std::string& dir) {
+  const std::pair<const char*, const char*> files[] = {
+      {"train_images", "train-images-idx3-ubyte"}, {"train_labels", "train-labels-idx1-ubyte"},
+      {"test_images", "t10k-images-idx3-ubyte"},   {"test_labels", "t10k-labels-idx1-ubyte"}};
+  std::vector<std::string> inputs;
+  for (auto [key, name] : files) {
+    std::string path = dir + "/" + name;
+    if (!std::filesystem::exists(path)) path += ".gz";
+    inputs.push_back(std::string(key) + "=" + path);
+  }
+  return UploadInputs(client, inputs);
+}
+
 void AddSubmit(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
   auto* cmd = cli.add_subcommand("submit", "Submit a job (spec file, '-' for stdin, or flags)");
   auto file = std::make_shared<std::string>();
@@ -270,6 +285,7 @@ void AddSubmit(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
   auto command = std::make_shared<std::vector<std::string>>();
   auto inputs = std::make_shared<std::vector<std::string>>();
   auto outputs = std::make_shared<std::vector<std::string>>();
+  auto dataset = std::make_shared<std::string>();
   cmd->add_option("spec", *file, "Job spec JSON file, or - for stdin");
   cmd->add_option("--app", *app, "App name (instead of a spec file)");
   cmd->add_option("--name", *name, "Job name");
@@ -287,6 +303,9 @@ void AddSubmit(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
                   "exec: upload FILE (or PATH=FILE) and place it in each task's scratch "
                   "directory (repeatable)")
       ->allow_extra_args(false);
+  cmd->add_option("--dataset", *dataset,
+                  "train: upload the Fashion-MNIST IDX files in this directory (e.g. "
+                  "/usr/share/datasets/fashion-mnist) as params.dataset");
   cmd->add_option("--output,-o", *outputs,
                   "exec: collect files matching this glob from each task (repeatable), e.g. "
                   "'*.png'; download them with claw results JOB --out DIR")
@@ -334,6 +353,7 @@ void AddSubmit(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
       if (!inputs->empty()) {
         j["params"]["inputs"] = UploadInputs(Connect(*target), *inputs);
       }
+      if (!dataset->empty()) j["params"]["dataset"] = UploadDataset(Connect(*target), *dataset);
       spec = j.dump();
     } else {
       throw CLI::RuntimeError(Fail(InvalidArgument("give a spec file or --app")));

@@ -115,9 +115,11 @@ Result<size_t> DownloadOutputs(const Client& client, const std::string& result_j
   };
   std::vector<File> files;
   auto result = nlohmann::json::parse(result_json, nullptr, false);
-  if (result.is_object() && result.contains("tasks") && result["tasks"].is_array()) {
-    for (size_t i = 0; i < result["tasks"].size(); ++i) {
-      const auto& t = result["tasks"][i];
+  // exec lists its tasks, train and sweep their trials.
+  const char* list = result.is_object() && result.contains("trials") ? "trials" : "tasks";
+  if (result.is_object() && result.contains(list) && result[list].is_array()) {
+    for (size_t i = 0; i < result[list].size(); ++i) {
+      const auto& t = result[list][i];
       if (!t.is_object() || !t.contains("files") || !t["files"].is_array()) continue;
       for (const auto& f : t["files"]) {
         files.push_back(File{i, f.value("path", ""), f.value("sha256", ""),

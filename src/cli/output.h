@@ -15,7 +15,7 @@ void DrawProgress(const v1::JobInfo& info);
 // the closed-form reference when there is one, else the JSON.
 void PrintResult(const v1::JobInfo& job, const std::string& result_json, bool json);
 // Downloads the output files that a finished job's result lists (exec:
-// tasks[].files) into `dir`, each checked against its hash: DIR/PATH, or
+// tasks[].files; train: trials[].files) into `dir`, each checked against its hash: DIR/PATH, or
 // DIR/task-N/PATH when tasks made files of the same name. Paths that would
 // land outside `dir` are refused. Prints one line per file; returns how many.
 Result<size_t> DownloadOutputs(const Client& client, const std::string& result_json,

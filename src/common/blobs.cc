@@ -168,6 +168,17 @@ Result<std::unique_ptr<BlobDir::Writer>> BlobDir::Begin(std::string_view hash,
   return std::unique_ptr<Writer>(new Writer(this, std::string(hash), max_bytes, fd, tmp));
 }
 
+Result<std::string> BlobDir::Put(std::string_view data) const {
+  std::string hash = Sha256Hex(data);
+  if (Has(hash)) return hash;
+  auto w = Begin(hash, data.size());
+  if (!w.ok()) return w.status();
+  CLAW_RETURN_IF_ERROR((*w)->Write(data));
+  auto committed = (*w)->Commit();
+  if (!committed.ok()) return committed.status();
+  return hash;
+}
+
 Result<std::string> BlobDir::Import(const std::string& path, uint64_t max_bytes) const {
   Fd in(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (in.fd < 0) {

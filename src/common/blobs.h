@@ -79,6 +79,8 @@ class BlobDir {
   // InvalidArgument for a malformed hash.
   Result<std::unique_ptr<Writer>> Begin(std::string_view hash, uint64_t max_bytes) const;
 
+  // Stores `data` as a blob and returns its hash.
+  Result<std::string> Put(std::string_view data) const;
   // Copies the regular file at `path` in and returns its hash. Symbolic
   // links are refused (InvalidArgument), never followed.
   Result<std::string> Import(const std::string& path, uint64_t max_bytes) const;

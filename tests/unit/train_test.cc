@@ -1,0 +1,155 @@
+// The train app on real Fashion-MNIST data (Debian's dataset-fashion-mnist),
+// on small slices so that it stays fast: it learns, it is deterministic, a
+// resumed trial continues exactly where its checkpoint left off, and replicas
+// are compared with a tolerance.
+#ifdef CLAW_WITH_TORCH
+#include "apps/train.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "apps/registry.h"
+#include "common/blobs.h"
+#include "core/job_spec.h"
+
+namespace claw {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr const char* kData = "/usr/share/datasets/fashion-mnist";
+
+class Training : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(std::string(kData) + "/train-images-idx3-ubyte.gz")) {
+      GTEST_SKIP() << "no Fashion-MNIST in " << kData << " (apt-get install dataset-fashion-mnist)";
+    }
+    root_ = fs::temp_directory_path() / ("claw-train-" + std::to_string(getpid()));
+    blobs_ = std::make_unique<BlobDir>(root_.string());
+    ASSERT_TRUE(blobs_->Init().ok());
+    const std::pair<const char*, const char*> files[] = {
+        {"train_images", "train-images-idx3-ubyte.gz"},
+        {"train_labels", "train-labels-idx1-ubyte.gz"},
+        {"test_images", "t10k-images-idx3-ubyte.gz"},
+        {"test_labels", "t10k-labels-idx1-ubyte.gz"}};
+    for (auto [key, file] : files) {
+      auto h = blobs_->Import(std::string(kData) + "/" + file, 1 << 30);
+      ASSERT_TRUE(h.ok()) << h.status().ToString();
+      dataset_[key] = *h;
+    }
+  }
+  void TearDown() override {
+    if (!root_.empty()) fs::remove_all(root_);
+  }
+  json Trial(json extra) {
+    json t = {{"dataset", dataset_}, {"model", "mlp"}, {"width", 64}, {"layers", 1},
+              {"lr", 0.05},          {"batch", 32},    {"train_limit", 600},
+              {"test_limit", 500},   {"seed", 7}};
+    if (extra.is_object()) t.update(extra);
+    return t;
+  }
+  json Run(const json& trial) {
+    auto out = app_.Run(trial.dump(), RunContext{blobs_.get()});
+    EXPECT_TRUE(out.ok()) << out.status().ToString();
+    return out.ok() ? json::parse(*out) : json();
+  }
+  fs::path root_;
+  std::unique_ptr<BlobDir> blobs_;
+  json dataset_;
+  TrainApp app_;
+};
+
+TEST_F(Training, AnMlpOnASmallSliceLearnsWellAboveChance) {
+  json out = Run(Trial({{"epochs", 2}}));
+  ASSERT_EQ(out["epochs"].size(), 2u);
+  double acc = out["final"]["test_accuracy"];
+  EXPECT_GT(acc, 0.45) << out.dump();  // chance is 0.10
+  EXPECT_LT(out["epochs"][1]["loss"].get<double>(), out["epochs"][0]["loss"].get<double>());
+  ASSERT_EQ(out["files"].size(), 1u);
+  EXPECT_TRUE(blobs_->Has(out["files"][0]["sha256"].get<std::string>()));
+  EXPECT_EQ(app_.OutputBlobs(out.dump()), std::vector<std::string>{out["files"][0]["sha256"]});
+}
+
+TEST_F(Training, ASmallCnnTrains) {
+  json out = Run(Trial({{"model", "cnn"}, {"width", 8}, {"layers", 2}, {"train_limit", 300},
+                        {"test_limit", 200}, {"lr", 0.02}}));
+  EXPECT_GT(out["final"]["test_accuracy"].get<double>(), 0.2) << out.dump();
+  EXPECT_GT(out["parameters"].get<int64_t>(), 1000);
+}
+
+TEST_F(Training, TheSameSeedGivesTheSameRunAndAnotherSeedAnother) {
+  json a = Run(Trial({})), b = Run(Trial({})), c = Run(Trial({{"seed", 8}}));
+  EXPECT_EQ(a["final"]["loss"], b["final"]["loss"]);
+  EXPECT_EQ(a["final"]["test_accuracy"], b["final"]["test_accuracy"]);
+  EXPECT_NE(a["final"]["loss"], c["final"]["loss"]);
+}
+
+TEST_F(Training, AResumedTrialContinuesFromItsCheckpointExactly) {
+  json straight = Run(Trial({{"epochs", 3}}));
+  json first = Run(Trial({{"epochs", 1}}));
+  std::string checkpoint = first["files"][0]["sha256"];
+  json rest = Run(Trial({{"epochs", 3}, {"resume", checkpoint}}));
+  EXPECT_EQ(rest["first_epoch"], 2);
+  ASSERT_EQ(rest["epochs"].size(), 2u) << "only epochs 2 and 3 run again";
+  EXPECT_EQ(rest["final"]["loss"], straight["final"]["loss"]);
+  EXPECT_EQ(rest["final"]["test_accuracy"], straight["final"]["test_accuracy"]);
+  EXPECT_EQ(app_.TaskInputBlobs(Trial({{"resume", checkpoint}}).dump()).size(), 5u);
+}
+
+TEST_F(Training, BadTrialsAreRefusedWithTheFieldNamed) {
+  auto expect = [&](json trial, const std::string& needle) {
+    auto r = app_.Run(trial.dump(), RunContext{blobs_.get()});
+    ASSERT_FALSE(r.ok()) << trial.dump();
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+  };
+  expect(Trial({{"model", "rnn"}}), "model");
+  expect(Trial({{"lr", -1}}), "lr");
+  expect(Trial({{"dataset", {{"train_images", "x"}}}}), "dataset");
+  std::ofstream(root_ / "junk") << "not a checkpoint";
+  auto junk = blobs_->Import((root_ / "junk").string(), 1 << 20);
+  expect(Trial({{"resume", *junk}}), "checkpoint");
+  json other = Run(Trial({{"model", "cnn"}, {"width", 4}, {"train_limit", 64}, {"test_limit", 64}}));
+  expect(Trial({{"resume", other["files"][0]["sha256"]}}), "different model");
+}
+
+TEST(TrainEquivalence, ReplicasAgreeWithinTheToleranceNotBitForBit) {
+  TrainApp app;
+  auto result = [](double acc, double loss, int epochs = 1) {
+    json e = json::array();
+    for (int i = 1; i <= epochs; ++i) e.push_back({{"epoch", i}});
+    return json{{"params", {{"lr", 0.1}}}, {"epochs", e},
+                {"final", {{"test_accuracy", acc}, {"test_loss", loss}}}}
+        .dump();
+  };
+  EXPECT_TRUE(app.Equivalent(result(0.850, 0.400), result(0.845, 0.410)));
+  EXPECT_FALSE(app.Equivalent(result(0.850, 0.400), result(0.800, 0.400))) << "5 points apart";
+  EXPECT_FALSE(app.Equivalent(result(0.850, 0.400), result(0.850, 0.600))) << "loss 50% apart";
+  EXPECT_FALSE(app.Equivalent(result(0.850, 0.400), result(0.850, 0.400, 2))) << "other epochs";
+}
+
+TEST(TrainPlan, AJobIsOneTrialAndNamesItsBlobs) {
+  static const AppRegistry apps = BuiltinApps();
+  std::string h(64, 'a');
+  json spec = {{"app", "train"},
+               {"params", {{"dataset", {{"train_images", h}, {"train_labels", h},
+                                        {"test_images", h}, {"test_labels", h}}},
+                           {"epochs", 3}}}};
+  auto p = ParseAndPlanJob(spec.dump(), apps);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->tasks.size(), 1u);
+  EXPECT_EQ(p->spec.replication, 1u);
+  EXPECT_EQ(apps.Find("train")->SpecInputBlobs(p->spec), std::vector<std::string>{h});
+  spec["params"].erase("dataset");
+  auto bad = ParseAndPlanJob(spec.dump(), apps);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("params.dataset"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace claw
+#endif  // CLAW_WITH_TORCH
