@@ -9,6 +9,8 @@
 //   network_bench signatures  the cost of signing and verifying one message
 //   network_bench blobs       upload and download of a 256 MiB file against a
 //                             plain copy and a plain SHA-256 of it
+//   network_bench ml          one CNN epoch on Fashion-MNIST as a train job
+//                             against Debian's PyTorch (bench/pytorch_fashion.py)
 //   network_bench all
 //
 // Efficiency = (single-threaded time of the same tasks in one loop / 2) /
@@ -320,6 +322,102 @@ void BenchBlobs() {
 
 }  // namespace claw
 
+namespace claw {
+
+// Runs `command` and returns its last line of output.
+std::string LastLine(const std::string& command) {
+  std::string out, line;
+  std::FILE* p = popen(command.c_str(), "r");
+  if (!p) return "";
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p)) out = buf;
+  pclose(p);
+  return out;
+}
+
+// The BLAS that libtorch's convolutions call: the OpenMP build of OpenBLAS
+// that setup selects, against Debian's reference BLAS (loaded ahead of it
+// by LD_LIBRARY_PATH in the workers), on a 10,000-image epoch.
+nlohmann::json UploadFashionMnist(LocalNetwork& net, const std::string& data) {
+  BlobClient blobs = net.client().Blobs();
+  nlohmann::json dataset;
+  for (auto [key, file] : {std::pair{"train_images", "train-images-idx3-ubyte.gz"},
+                           std::pair{"train_labels", "train-labels-idx1-ubyte.gz"},
+                           std::pair{"test_images", "t10k-images-idx3-ubyte.gz"},
+                           std::pair{"test_labels", "t10k-labels-idx1-ubyte.gz"}}) {
+    dataset[key] = blobs.UploadFile(data + "/" + file).value();
+  }
+  return dataset;
+}
+
+void BenchBlas(const std::string& data, int threads) {
+  std::string arch = LastLine("dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null");
+  while (!arch.empty() && arch.back() == '\n') arch.pop_back();
+  std::string reference = "/usr/lib/" + arch + "/blas";
+  if (arch.empty() || !std::filesystem::exists(reference + "/libblas.so.3")) {
+    std::printf("  blas: skipped (no reference BLAS to compare with)\n");
+    return;
+  }
+  std::string active = std::filesystem::canonical("/usr/lib/" + arch + "/libblas.so.3").string();
+  auto epoch_seconds = [&] {
+    LocalNetwork net(1);
+    nlohmann::json spec = {
+        {"app", "train"},
+        {"params", {{"dataset", UploadFashionMnist(net, data)}, {"model", "cnn"}, {"width", 32},
+                    {"epochs", 1}, {"train_limit", 10000}, {"test_limit", 1000},
+                    {"threads", threads}, {"save_model", false}}}};
+    std::string result;
+    net.RunJob(spec.dump(), &result);
+    return nlohmann::json::parse(result)["trials"][0]["epochs"][0]["seconds"].get<double>();
+  };
+  double selected = epoch_seconds();
+  setenv("LD_LIBRARY_PATH", reference.c_str(), 1);
+  double slow = epoch_seconds();
+  unsetenv("LD_LIBRARY_PATH");
+  std::printf("  blas: 10,000-image epoch %.2f s with %s, %.2f s with the reference BLAS "
+              "(%.2fx faster)\n", selected, active.c_str(), slow, slow / selected);
+}
+
+void BenchMl() {
+  const std::string data = "/usr/share/datasets/fashion-mnist";
+  if (!std::filesystem::exists(data + "/train-images-idx3-ubyte.gz")) {
+    std::printf("ml: skipped (no %s)\n", data.c_str());
+    return;
+  }
+  const int threads = static_cast<int>(std::thread::hardware_concurrency());
+  LocalNetwork net(1);  // one agent, one slot, `threads` torch threads
+  nlohmann::json dataset = UploadFashionMnist(net, data);
+  nlohmann::json spec = {{"app", "train"},
+                         {"params", {{"dataset", dataset}, {"model", "cnn"}, {"width", 32},
+                                     {"layers", 2}, {"batch", 64}, {"lr", 0.01}, {"epochs", 1},
+                                     {"threads", threads}}}};
+  std::string result;
+  double wall = net.RunJob(spec.dump(), &result);
+  auto trial = nlohmann::json::parse(result)["trials"][0];
+  double epoch = trial["epochs"][0]["seconds"];
+  double acc = trial["final"]["test_accuracy"];
+  std::string base = LastLine("/usr/bin/python3 " CLAW_SOURCE_DIR
+                              "/bench/pytorch_fashion.py --threads " + std::to_string(threads) +
+                              " --model cnn --width 32 --layers 2 --batch 64 --lr 0.01");
+  auto b = nlohmann::json::parse(base, nullptr, false);
+  if (!b.is_object()) {
+    std::printf("ml: the PyTorch baseline did not run (/usr/bin/python3 with python3-torch?)\n");
+    return;
+  }
+  double py = b["seconds"];
+  std::printf("ml: one epoch of the CNN (width 32, 2 conv layers, batch 64, SGD) on 60,000 "
+              "Fashion-MNIST images, %d threads\n", threads);
+  std::printf("  PyTorch (baseline)   %.2f s of training, test accuracy %.4f\n", py,
+              b["test_accuracy"].get<double>());
+  std::printf("  train job, epoch     %.2f s of training, test accuracy %.4f  ratio %.2f\n", epoch,
+              acc, epoch / py);
+  std::printf("  train job, end to end %.2f s (submit to result: fetch, decode, train, test, "
+              "save)  ratio %.2f\n", wall, wall / py);
+  BenchBlas(data, threads);
+}
+
+}  // namespace claw
+
 int main(int argc, char** argv) {
   std::string what = argc > 1 ? argv[1] : "all";
   std::printf("machine: %u hardware threads\n", std::thread::hardware_concurrency());
@@ -333,5 +431,6 @@ int main(int argc, char** argv) {
   if (what == "redundancy" || what == "all") claw::BenchRedundancy();
   if (what == "signatures" || what == "all") claw::BenchSignatures();
   if (what == "blobs" || what == "all") claw::BenchBlobs();
+  if (what == "ml" || what == "all") claw::BenchMl();
   return 0;
 }
