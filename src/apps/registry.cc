@@ -3,6 +3,7 @@
 #include "apps/exec.h"
 #include "apps/montecarlo.h"
 #include "apps/noop.h"
+#include "apps/sweep.h"
 #ifdef CLAW_WITH_TORCH
 #include "apps/train.h"
 #endif
@@ -17,6 +18,11 @@ AppRegistry BuiltinApps() {
 #ifdef CLAW_WITH_TORCH
   r.Register(std::make_unique<TrainApp>());
 #endif
+  // Sweeps run any of the apps above (their addresses stay put when the
+  // registry moves: it holds them by unique_ptr).
+  std::map<std::string, const App*, std::less<>> inner;
+  for (const std::string& name : r.Names()) inner[name] = r.Find(name);
+  r.Register(std::make_unique<SweepApp>(std::move(inner)));
   return r;
 }
 
