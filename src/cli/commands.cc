@@ -438,6 +438,12 @@ void AddQueries(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
   results->add_option("job", *job_id, "Job id")->required();
   results->add_flag("--json", *json, "Print JSON (job and result)");
   results->add_option("--out", *out_dir, "Download the job's output files into this directory");
+  auto format = std::make_shared<std::string>("table");
+  auto best = std::make_shared<bool>(false);
+  results->add_option("--format", *format, "table, csv or json")
+      ->check(CLI::IsMember({"table", "csv", "json"}))
+      ->capture_default_str();
+  results->add_flag("--best", *best, "With --out: only the best trial's files (its model)");
   results->fallthrough();
   results->callback([=] {
     Client client = Connect(*target);
@@ -449,11 +455,11 @@ void AddQueries(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
           (r->job().error().empty() ? "" : ": " + r->job().error()) + "; no result")));
     }
     if (!out_dir->empty()) {
-      auto n = DownloadOutputs(client, r->result_json(), *out_dir);
+      auto n = DownloadOutputs(client, r->result_json(), *out_dir, *best);
       if (!n.ok()) throw CLI::RuntimeError(Fail(n.status()));
       return;
     }
-    PrintResult(r->job(), r->result_json(), *json);
+    PrintResult(r->job(), r->result_json(), *json || *format == "json", *format == "csv");
   });
 
   auto* cancel = cli.add_subcommand("cancel", "Cancel a job");

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "common/blobs.h"
@@ -34,7 +35,74 @@ void DrawProgress(const v1::JobInfo& info) {
   if (info.state() != "running") std::fprintf(stderr, "\n");
 }
 
-void PrintResult(const v1::JobInfo& job, const std::string& result_json, bool json) {
+namespace {
+
+std::string ValueText(const nlohmann::json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_float()) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v.get<double>());
+    return buf;
+  }
+  return v.dump();
+}
+
+// train and sweep results: one row per trial, best first where ranked.
+void PrintTrials(const nlohmann::json& r, bool csv) {
+  const auto& trials = r["trials"];
+  std::vector<size_t> order;
+  if (r.contains("ranking") && r["ranking"].is_array()) {
+    for (const auto& i : r["ranking"]) order.push_back(i.get<size_t>());
+  }
+  for (size_t i = 0; i < trials.size(); ++i) {  // unranked ones (no metric) last
+    if (std::find(order.begin(), order.end(), i) == order.end()) order.push_back(i);
+  }
+  std::vector<std::string> names;  // the swept values' names, in order
+  for (const auto& t : trials) {
+    const nlohmann::json values = t.value("values", nlohmann::json::object());
+    for (const auto& [k, v] : values.items()) {
+      if (std::find(names.begin(), names.end(), k) == names.end()) names.push_back(k);
+    }
+  }
+  const char* metrics[] = {"loss", "test_loss", "test_accuracy"};
+  if (csv) {
+    std::printf("rank,trial");
+    for (const auto& n : names) std::printf(",%s", n.c_str());
+    std::printf(",epochs,loss,test_loss,test_accuracy,seconds,model\n");
+  } else {
+    std::printf("%4s %5s", "RANK", "TRIAL");
+    for (const auto& n : names) std::printf(" %10.10s", n.c_str());
+    std::printf(" %6s %9s %9s %9s %8s\n", "EPOCHS", "LOSS", "TEST_LOSS", "TEST_ACC", "SECONDS");
+  }
+  for (size_t rank = 0; rank < order.size(); ++rank) {
+    const auto& t = trials[order[rank]];
+    const nlohmann::json fin = t.value("final", nlohmann::json::object());
+    double seconds = 0;
+    for (const auto& e : t.value("epochs", nlohmann::json::array())) seconds += e.value("seconds", 0.0);
+    std::string model;
+    if (t.contains("files") && !t["files"].empty()) model = t["files"][0].value("sha256", "");
+    const auto values = t.value("values", nlohmann::json::object());
+    if (csv) {
+      std::printf("%zu,%zu", rank + 1, order[rank]);
+      for (const auto& n : names) std::printf(",%s", values.contains(n) ? ValueText(values[n]).c_str() : "");
+      std::printf(",%d", fin.value("epoch", 0));
+      for (const char* m : metrics) std::printf(",%.6g", fin.value(m, std::nan("")));
+      std::printf(",%.3f,%s\n", seconds, model.c_str());
+    } else {
+      std::printf("%4zu %5zu", rank + 1, order[rank]);
+      for (const auto& n : names) {
+        std::printf(" %10.10s", values.contains(n) ? ValueText(values[n]).c_str() : "-");
+      }
+      std::printf(" %6d %9.4f %9.4f %9.4f %8.2f\n", fin.value("epoch", 0), fin.value("loss", std::nan("")),
+                  fin.value("test_loss", std::nan("")), fin.value("test_accuracy", std::nan("")),
+                  seconds);
+    }
+  }
+}
+
+}  // namespace
+
+void PrintResult(const v1::JobInfo& job, const std::string& result_json, bool json, bool csv) {
   auto r = nlohmann::json::parse(result_json, nullptr, false);
   if (json) {
     std::printf("%s\n",
@@ -63,6 +131,16 @@ void PrintResult(const v1::JobInfo& job, const std::string& result_json, bool js
                   se > 0 ? (est - ref) / se : 0.0);
     }
     std::printf("%s", timing.c_str());
+    return;
+  }
+  if (r.is_object() && r.contains("trials") && r["trials"].is_array()) {
+    if (!csv) std::printf("%s: %zu trials\n", job.job_id().c_str(), r["trials"].size());
+    PrintTrials(r, csv);
+    if (!csv && r.contains("best")) {
+      std::printf("best: trial %s %s = %s; its model: claw results %s --best --out DIR\n%s",
+                  r["best"]["trial"].dump().c_str(), r.value("metric", "").c_str(),
+                  r["best"]["metric"].dump().c_str(), job.job_id().c_str(), timing.c_str());
+    }
     return;
   }
   if (r.is_object() && r.contains("tasks") && r["tasks"].is_array()) {  // exec: one line a task
@@ -106,7 +184,7 @@ int WaitAndPrint(Client& client, const std::string& job_id, bool json) {
 }
 
 Result<size_t> DownloadOutputs(const Client& client, const std::string& result_json,
-                               const std::string& dir) {
+                               const std::string& dir, bool best_only) {
   namespace fs = std::filesystem;
   struct File {
     size_t task;
@@ -118,7 +196,13 @@ Result<size_t> DownloadOutputs(const Client& client, const std::string& result_j
   // exec lists its tasks, train and sweep their trials.
   const char* list = result.is_object() && result.contains("trials") ? "trials" : "tasks";
   if (result.is_object() && result.contains(list) && result[list].is_array()) {
+    std::optional<size_t> best;
+    if (best_only) {
+      if (!result.contains("best")) return NotFound("the job's result names no best trial");
+      best = result["best"]["trial"].get<size_t>();
+    }
     for (size_t i = 0; i < result[list].size(); ++i) {
+      if (best && i != *best) continue;
       const auto& t = result[list][i];
       if (!t.is_object() || !t.contains("files") || !t["files"].is_array()) continue;
       for (const auto& f : t["files"]) {

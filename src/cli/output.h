@@ -13,13 +13,16 @@ namespace claw {
 void DrawProgress(const v1::JobInfo& info);
 // Prints the job's result: the Monte Carlo estimate with its interval and
 // the closed-form reference when there is one, else the JSON.
-void PrintResult(const v1::JobInfo& job, const std::string& result_json, bool json);
+// Trials of train and sweep jobs print as a ranked table, or CSV with `csv`.
+void PrintResult(const v1::JobInfo& job, const std::string& result_json, bool json,
+                 bool csv = false);
 // Downloads the output files that a finished job's result lists (exec:
 // tasks[].files; train: trials[].files) into `dir`, each checked against its hash: DIR/PATH, or
 // DIR/task-N/PATH when tasks made files of the same name. Paths that would
 // land outside `dir` are refused. Prints one line per file; returns how many.
+// `best_only`: only the files of the best trial (result["best"]["trial"]).
 Result<size_t> DownloadOutputs(const Client& client, const std::string& result_json,
-                               const std::string& dir);
+                               const std::string& dir, bool best_only = false);
 // Watches the job with a progress bar, then prints its result. Exit code.
 int WaitAndPrint(Client& client, const std::string& job_id, bool json);
 

@@ -5,6 +5,7 @@
 
 #include <fstream>
 
+#include "common/blobs.h"
 #include "harness.h"
 
 namespace claw::testing {
@@ -48,6 +49,52 @@ TEST_F(Train, ATrialRunsOnAnAgentAndItsModelComesBack) {
     if (e.is_regular_file()) ++cached;
   }
   EXPECT_EQ(cached, 5u) << "four dataset files and the model it made";
+}
+
+// A sweep from one spec on two agents: a ranked table, CSV, and the best
+// trial's model downloadable.
+TEST_F(Train, ASweepRanksItsTrialsAndTheBestModelDownloads) {
+  if (!std::filesystem::exists(std::string(kData) + "/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "no Fashion-MNIST (apt-get install dataset-fashion-mnist)";
+  }
+  StartCoordinator();
+  StartAgent();
+  StartAgent();
+  std::string out;
+  // Upload the dataset through a train submission's --dataset, then reuse
+  // its blobs in the sweep's base.
+  ASSERT_EQ(Claw({"submit", "--app", "train", "--dataset", kData, "-p", "train_limit=64",
+                  "-p", "test_limit=64", "-p", "model=mlp", "-p", "width=8"}, &out), 0) << out;
+  if (out.find("unknown app") != std::string::npos) GTEST_SKIP() << "built without libtorch";
+  Client client(target(), seconds(5));
+  // The dataset's blobs are named by the files' SHA-256.
+  nlohmann::json dataset;
+  for (auto [key, file] : {std::pair{"train_images", "train-images-idx3-ubyte.gz"},
+                           std::pair{"train_labels", "train-labels-idx1-ubyte.gz"},
+                           std::pair{"test_images", "t10k-images-idx3-ubyte.gz"},
+                           std::pair{"test_labels", "t10k-labels-idx1-ubyte.gz"}}) {
+    dataset[key] = Sha256Hex(ReadFile(std::string(kData) + "/" + file));
+  }
+  nlohmann::json spec = {
+      {"app", "sweep"},
+      {"params",
+       {{"base", {{"dataset", dataset}, {"model", "mlp"}, {"train_limit", 400},
+                  {"test_limit", 200}, {"epochs", 1}}},
+        {"space", {{"lr", {0.001, 0.1}}, {"width", {8, 32}}}}}}};
+  std::ofstream(dir_ / "sweep.json") << spec.dump();
+  ASSERT_EQ(Claw({"submit", (dir_ / "sweep.json").string(), "--wait"}, &out), 0) << out;
+  EXPECT_NE(out.find("4 trials"), std::string::npos) << out;
+  EXPECT_NE(out.find("TEST_ACC"), std::string::npos) << out;
+  std::string job = out.substr(out.find("j-"), 12);
+  ASSERT_EQ(Claw({"results", job, "--format", "csv"}, &out), 0) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 5) << out;
+  EXPECT_EQ(out.rfind("rank,trial,lr,width", 0), 0u) << out;
+  auto r = client.Results(job);
+  ASSERT_TRUE(r.ok());
+  auto result = nlohmann::json::parse(r->result_json());
+  EXPECT_EQ(result["best"]["values"]["lr"], 0.1) << "lr 0.001 barely moves in one epoch";
+  ASSERT_EQ(Claw({"results", job, "--best", "--out", (dir_ / "best").string()}, &out), 0) << out;
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "best" / "model.pt")) << out;
 }
 
 }  // namespace
