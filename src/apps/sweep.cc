@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <random>
+#include <set>
+#include <tuple>
 
 #include "core/json_fields.h"
 
@@ -83,17 +86,37 @@ const App* SweepApp::Inner(std::string_view name) const {
   return it == apps_.end() ? nullptr : it->second;
 }
 
+Result<SweepApp::Asha> SweepApp::ReadAsha(const json& params) {
+  Asha a;
+  json cfg = params.value("asha", json::object());
+  if (!cfg.is_object()) return InvalidArgument("params.asha: must be an object");
+  FieldReader f(cfg, "params.asha");
+  CLAW_RETURN_IF_ERROR(f.NoUnknownFields({"min_epochs", "max_epochs", "eta"}));
+  auto lo = f.Integer("min_epochs", 1, 1000, 1);
+  auto hi = f.Integer("max_epochs", 1, 1000, 9);
+  auto eta = f.Integer("eta", 2, 16, 3);
+  for (const Status* st : {&lo.status(), &hi.status(), &eta.status()}) {
+    if (!st->ok()) return *st;
+  }
+  if (*hi < *lo) return InvalidArgument("params.asha.max_epochs: below min_epochs");
+  a.min_epochs = *lo;
+  a.max_epochs = *hi;
+  a.eta = *eta;
+  for (int64_t r = *lo; r <= *hi; r *= *eta) a.rungs.push_back(r);
+  return a;
+}
+
 Result<std::vector<json>> SweepApp::Points(const JobSpec& spec) {
   const json& p = spec.params;
   FieldReader f(p, "params");
-  auto method = f.OneOf("method", {"grid", "random"}, "grid");
+  auto method = f.OneOf("method", {"grid", "random", "asha"}, "grid");
   if (!method.ok()) return method.status();
   if (!p.contains("space") || !p["space"].is_object() || p["space"].empty()) {
     return InvalidArgument("params.space: an object of the swept parameters, e.g. "
                            "{\"lr\": [0.001, 0.01, 0.1]}");
   }
   const json& space = p["space"];
-  if (*method == "grid") return Grid(space);
+  if (*method == "grid" || (*method == "asha" && !p.contains("trials"))) return Grid(space);
   auto trials = f.Integer("trials", 1, kMaxTrials, 20);
   if (!trials.ok()) return trials.status();
   std::mt19937_64 rng(spec.seed);
@@ -114,7 +137,13 @@ Result<std::vector<json>> SweepApp::Points(const JobSpec& spec) {
 Result<std::vector<TaskSpec>> SweepApp::Plan(const JobSpec& spec) const {
   FieldReader f(spec.params, "params");
   CLAW_RETURN_IF_ERROR(
-      f.NoUnknownFields({"app", "base", "space", "method", "trials", "metric", "mode"}));
+      f.NoUnknownFields({"app", "base", "space", "method", "trials", "metric", "mode", "asha"}));
+  std::optional<Asha> asha;
+  if (spec.params.value("method", "") == "asha") {
+    auto a = ReadAsha(spec.params);
+    if (!a.ok()) return a.status();
+    asha = *a;
+  }
   auto inner_name = f.String("app", 64, "train");
   if (!inner_name.ok()) return inner_name.status();
   const App* inner = Inner(*inner_name);
@@ -141,6 +170,10 @@ Result<std::vector<TaskSpec>> SweepApp::Plan(const JobSpec& spec) const {
     trial.seed = spec.seed;
     trial.params = base;
     trial.params.update((*points)[i]);
+    if (asha) {  // every trial starts at the first rung, and keeps its model
+      trial.params["epochs"] = asha->rungs.front();
+      trial.params["save_model"] = true;
+    }
     auto planned = inner->Plan(trial);
     if (!planned.ok()) {
       return Status(planned.status().code(), "trial " + std::to_string(i) + " " +
@@ -152,6 +185,7 @@ Result<std::vector<TaskSpec>> SweepApp::Plan(const JobSpec& spec) const {
     }
     json params = {{"app", *inner_name}, {"trial", i}, {"values", (*points)[i]},
                    {"task", planned->front().params}};
+    if (asha) params["rung"] = 0;
     tasks.push_back(TaskSpec{params.dump(), planned->front().cost_flop});
   }
   return tasks;
@@ -172,29 +206,102 @@ Result<std::string> SweepApp::Run(std::string_view task_params, const RunContext
   o["trial"] = p.value("trial", 0);
   o["values"] = p.value("values", json::object());
   o["app"] = p["app"];
+  if (p.contains("rung")) o["rung"] = p["rung"];
   return o.dump();
 }
 
 Result<json> SweepApp::Merge(const JobSpec& spec, const std::vector<std::string_view>& outputs) const {
   std::string metric = spec.params.value("metric", "test_accuracy");
   bool maximize = spec.params.value("mode", "max") == "max";
-  json trials = json::array();
-  std::vector<std::pair<double, size_t>> ranked;
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    json t = json::parse(outputs[i], nullptr, false);
+  // Each trial's latest output: under asha, the one at its highest rung.
+  std::map<int64_t, json> latest;
+  int64_t trial_epochs = 0;
+  for (std::string_view o : outputs) {
+    json t = json::parse(o, nullptr, false);
     if (!t.is_object()) return InvalidArgument("a sweep trial's output is not JSON");
+    trial_epochs += static_cast<int64_t>(t.value("epochs", json::array()).size());
+    int64_t trial = t.value("trial", int64_t{0});
+    auto it = latest.find(trial);
+    if (it == latest.end() || it->second.value("rung", 0) < t.value("rung", 0)) {
+      latest[trial] = std::move(t);
+    }
+  }
+  json trials = json::array();
+  // Rank by rung reached (higher first), then by the metric.
+  std::vector<std::tuple<int64_t, double, size_t>> ranked;
+  for (auto& [trial, t] : latest) {
     double m = MetricOf(t, metric);
-    if (!std::isnan(m)) ranked.emplace_back(maximize ? -m : m, i);
+    if (!std::isnan(m)) ranked.emplace_back(-t.value("rung", int64_t{0}), maximize ? -m : m, trials.size());
     trials.push_back(std::move(t));
   }
   std::stable_sort(ranked.begin(), ranked.end());
   json ranking = json::array();
-  for (const auto& [m, i] : ranked) ranking.push_back(i);
-  json out = {{"metric", metric}, {"mode", maximize ? "max" : "min"}, {"trials", trials},
-              {"ranking", ranking}};
+  for (const auto& r : ranked) ranking.push_back(std::get<2>(r));
+  json out = {{"metric", metric},   {"mode", maximize ? "max" : "min"}, {"trials", trials},
+              {"ranking", ranking}, {"compute", {{"tasks", outputs.size()}, {"trial_epochs", trial_epochs}}}};
   if (!ranked.empty()) {
-    size_t b = ranked.front().second;
+    size_t b = std::get<2>(ranked.front());
     out["best"] = {{"trial", b}, {"values", trials[b]["values"]}, {"metric", MetricOf(trials[b], metric)}};
+  }
+  return out;
+}
+
+bool SweepApp::Grows(const JobSpec& spec) const {
+  return spec.params.is_object() && spec.params.value("method", "") == "asha";
+}
+
+std::vector<TaskSpec> SweepApp::Expand(const JobSpec& spec, const std::vector<TaskView>& tasks,
+                                       uint32_t settled) const {
+  auto asha = ReadAsha(spec.params);
+  if (!asha.ok() || settled >= tasks.size()) return {};
+  std::string metric = spec.params.value("metric", "test_accuracy");
+  bool maximize = spec.params.value("mode", "max") == "max";
+  json done = json::parse(tasks[settled].params, nullptr, false);
+  if (!done.is_object()) return {};
+  const int64_t rung = done.value("rung", int64_t{0});
+  if (rung + 1 >= static_cast<int64_t>(asha->rungs.size())) return {};  // the top rung
+  // The trials finished at this rung, and those already promoted from it.
+  struct Finished {
+    double key;  // smaller is better
+    int64_t trial;
+    json task;   // its params
+    std::string checkpoint;
+  };
+  std::vector<Finished> finished;
+  std::set<int64_t> promoted;
+  for (const TaskView& t : tasks) {
+    json p = json::parse(t.params, nullptr, false);
+    if (!p.is_object()) continue;
+    int64_t r = p.value("rung", int64_t{0}), trial = p.value("trial", int64_t{0});
+    if (r == rung + 1) promoted.insert(trial);
+    if (r != rung || t.output.empty()) continue;
+    json o = json::parse(t.output, nullptr, false);
+    double m = MetricOf(o, metric);
+    auto files = o.value("files", json::array());
+    if (std::isnan(m) || files.empty()) continue;
+    finished.push_back({maximize ? -m : m, trial, std::move(p), files[0].value("sha256", "")});
+  }
+  std::sort(finished.begin(), finished.end(), [](const Finished& a, const Finished& b) {
+    return std::tie(a.key, a.trial) < std::tie(b.key, b.trial);
+  });
+  const App* inner = Inner(done.value("app", ""));
+  std::vector<TaskSpec> out;
+  size_t top = finished.size() / static_cast<size_t>(asha->eta);
+  for (size_t i = 0; i < top && inner; ++i) {
+    Finished& f = finished[i];
+    if (promoted.count(f.trial)) continue;
+    // The same trial, resumed from its checkpoint to the next rung's epochs.
+    JobSpec next;
+    next.app = inner->Name();
+    next.seed = spec.seed;
+    next.params = json::parse(f.task.value("task", "{}"), nullptr, false);
+    next.params["epochs"] = asha->rungs[static_cast<size_t>(rung + 1)];
+    next.params["resume"] = f.checkpoint;
+    auto planned = inner->Plan(next);
+    if (!planned.ok() || planned->size() != 1) continue;
+    json params = {{"app", f.task["app"]},   {"trial", f.trial},       {"values", f.task["values"]},
+                   {"task", planned->front().params}, {"rung", rung + 1}};
+    out.push_back(TaskSpec{params.dump(), planned->front().cost_flop});
   }
   return out;
 }

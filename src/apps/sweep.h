@@ -9,8 +9,16 @@
 //              random: a uniform choice), or a distribution for random:
 //              {"uniform": [a, b]}, {"log_uniform": [a, b]},
 //              {"int_uniform": [a, b]}, {"choice": [...]}
-//   method     "grid" (default) or "random"
-//   trials     random: how many (default 20)
+//   method     "grid" (default), "random", or "asha"
+//   trials     random: how many (default 20); asha: sample this many at
+//              random instead of taking the grid
+//   asha       {"min_epochs": 1, "max_epochs": 9, "eta": 3}: asynchronous
+//              successive halving (Li et al., 2020). Every trial starts with
+//              min_epochs; rungs are min_epochs x eta^k up to max_epochs.
+//              Whenever a trial finishes a rung and is in the top 1/eta of
+//              those finished there, it is promoted: a new task resumes it
+//              from its checkpoint (the inner app's "resume") up to the next
+//              rung. Promotions run before trials not yet started.
 //   metric     what ranks trials (default "test_accuracy"), read from a
 //              trial's output "final" object or its top level
 //   mode       "max" (default) or "min"
@@ -20,7 +28,9 @@
 // "app", "trial" (its index) and "values" (its point in the space) added; files,
 // validation and equivalence are the inner app's. The job's result:
 // {"metric", "mode", "trials": [...], "ranking": [indexes, best first],
-// "best": {"trial", "values", "metric"}}.
+// "best": {"trial", "values", "metric"}, "compute": {"tasks", "trial_epochs"}}.
+// Under asha a trial's entry is its output at the highest rung it reached
+// (with "rung"), and trials rank by rung first, then metric.
 #pragma once
 
 #include <map>
@@ -43,12 +53,21 @@ class SweepApp final : public App {
                                const std::vector<std::string_view>& outputs) const override;
   bool Equivalent(std::string_view a, std::string_view b) const override;
   bool HasFiles() const override { return true; }
+  bool Grows(const JobSpec& spec) const override;
+  std::vector<TaskSpec> Expand(const JobSpec& spec, const std::vector<TaskView>& tasks,
+                               uint32_t settled) const override;
   std::vector<std::string> SpecInputBlobs(const JobSpec& spec) const override;
   std::vector<std::string> TaskInputBlobs(std::string_view task_params) const override;
   std::vector<std::string> OutputBlobs(std::string_view task_output) const override;
 
   // The points of the space in trial order, checked (errors name the field).
   static Result<std::vector<nlohmann::json>> Points(const JobSpec& spec);
+
+  struct Asha {
+    int64_t min_epochs = 1, max_epochs = 9, eta = 3;
+    std::vector<int64_t> rungs;  // epochs at each rung
+  };
+  static Result<Asha> ReadAsha(const nlohmann::json& params);
 
  private:
   // The inner app a sweep spec or task names; nullptr if unknown.

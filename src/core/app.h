@@ -54,6 +54,25 @@ class App {
   };
   virtual Redundancy DefaultRedundancy() const { return {}; }
 
+  // Jobs that grow as results come in (early-stopping sweeps). Each time a
+  // task of such a job settles, Expand sees every task so far (params, and
+  // output once settled, else empty) and returns tasks to append, which run
+  // before the job's other pending tasks. The job ends when every task is
+  // settled and the last call added none. The new tasks are stored in the
+  // same transaction as the result that caused them, so a restart neither
+  // loses nor repeats them; Expand must derive what it already did from the
+  // tasks it is shown.
+  struct TaskView {
+    std::string_view params;
+    std::string_view output;  // empty until settled
+  };
+  virtual bool Grows(const JobSpec&) const { return false; }
+  virtual std::vector<TaskSpec> Expand(const JobSpec& /*spec*/,
+                                       const std::vector<TaskView>& /*tasks*/,
+                                       uint32_t /*settled*/) const {
+    return {};
+  }
+
   // Blobs (content-addressed files, by SHA-256 hex; common/blobs.h), for
   // apps that read or write files:
   //   SpecInputBlobs  every blob a job spec names; the submitter must own each

@@ -311,7 +311,7 @@ void Scheduler::FinishJob(Job& job, JobState state, std::string result_json, std
   MarkRunnable(job);
   batch_.job_updates.push_back(
       JobUpdate{job.record.id, state, now, job.record.result_json, job.record.error,
-                job.record.task_runtime_us});
+                job.record.task_runtime_us, job.record.n_tasks});
   notices_.jobs_changed.insert(job.record.id);
   // The results live in the store now; keep only the record in memory.
   std::vector<Task>().swap(job.tasks);
@@ -643,10 +643,38 @@ void Scheduler::Settle(Job& job, uint32_t index, size_t canonical, Time now) {
   if (!judged.empty()) task.unchecked_by = nullptr;
   job.done++;
   RecordTask(job, index);
+  Grow(job, index);
   // After the task is settled: a failed check may send other tasks of this
   // very job back to pending.
   for (const Judged& j : judged) Judge(*j.agent, j.valid, j.lease, now);
   MaybeFinish(job, now);
+}
+
+void Scheduler::Grow(Job& job, uint32_t settled) {
+  if (!job.app->Grows(job.spec)) return;
+  std::vector<App::TaskView> view;
+  view.reserve(job.tasks.size());
+  for (const Task& t : job.tasks) {
+    view.push_back({t.params, t.state == TaskState::kDone ? std::string_view(t.output) : ""});
+  }
+  std::vector<TaskSpec> added = job.app->Expand(job.spec, view, settled);
+  if (added.empty()) return;
+  // Pushed to the front in reverse, so they run first and in their order.
+  for (auto it = added.rbegin(); it != added.rend(); ++it) {
+    uint32_t i = static_cast<uint32_t>(job.tasks.size());
+    Task& task = job.tasks.emplace_back();
+    task.params = std::move(it->params);
+    task.cost_flop = it->cost_flop;
+    task.target = job.spec.replication;
+    TaskRecord rec{job.record.id, i, task.params, task.cost_flop};
+    rec.target = task.target;
+    batch_.tasks_added.push_back(std::move(rec));
+    Requeue(job, i, task.target);
+  }
+  job.record.n_tasks = static_cast<uint32_t>(job.tasks.size());
+  batch_.job_updates.push_back(JobUpdate{job.record.id, job.record.state, job.record.finished,
+                                         "", "", job.record.task_runtime_us, job.record.n_tasks});
+  notices_.jobs_changed.insert(job.record.id);
 }
 
 void Scheduler::MaybeFinish(Job& job, Time now) {

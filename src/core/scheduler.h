@@ -113,6 +113,7 @@ struct JobUpdate {
   std::string result_json;
   std::string error;
   uint64_t task_runtime_us = 0;
+  uint32_t n_tasks = 0;  // grows for jobs whose app adds tasks (App::Expand)
 };
 
 struct NewJob {
@@ -126,6 +127,7 @@ struct StoreBatch {
   std::vector<LeaseRecord> leases_granted;
   std::vector<LeaseId> leases_ended;
   std::vector<TaskUpdate> task_updates;
+  std::vector<TaskRecord> tasks_added;  // to running jobs (App::Expand)
   std::vector<JobUpdate> job_updates;
   std::vector<ReplicaRecord> replicas_added;  // results waiting for a vote
   std::vector<VerdictUpdate> verdicts;        // after the vote
@@ -135,7 +137,8 @@ struct StoreBatch {
 
   bool empty() const {
     return new_jobs.empty() && leases_granted.empty() && leases_ended.empty() &&
-           task_updates.empty() && job_updates.empty() && replicas_added.empty() &&
+           task_updates.empty() && tasks_added.empty() && job_updates.empty() &&
+           replicas_added.empty() &&
            verdicts.empty() && reputations.empty() && blob_owners.empty() && next_lease_id == 0;
   }
 };
@@ -283,6 +286,8 @@ class Scheduler {
   // Settles the task if `quorum` results agree; otherwise asks for more or fails it.
   void Vote(Job& job, uint32_t index, Time now);
   void Settle(Job& job, uint32_t index, size_t canonical, Time now);
+  // Lets a growing job's app add tasks after task `settled` settled.
+  void Grow(Job& job, uint32_t settled);
   // Counts a vote on the agent's answer given on `lease`.
   void Judge(Agent& agent, bool valid, LeaseId lease, Time now);
   // Merges the job once every task is settled and no result in it waits for

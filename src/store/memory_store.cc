@@ -19,6 +19,7 @@ class MemoryStore final : public Store {
       jobs_[nj.job.id] = nj.job;
       for (const auto& t : nj.tasks) tasks_[{t.job, t.index}] = t;
     }
+    for (const auto& t : b.tasks_added) tasks_[{t.job, t.index}] = t;
     for (const auto& l : b.leases_granted) leases_[l.id] = l;
     for (LeaseId id : b.leases_ended) leases_.erase(id);
     for (const auto& u : b.task_updates) {
@@ -43,6 +44,7 @@ class MemoryStore final : public Store {
       j.result_json = u.result_json;
       j.error = u.error;
       j.task_runtime_us = u.task_runtime_us;
+      if (u.n_tasks) j.n_tasks = u.n_tasks;
     }
     if (b.next_lease_id) next_lease_id_ = b.next_lease_id;
     return Status::Ok();

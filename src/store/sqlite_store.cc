@@ -211,7 +211,8 @@ class SqliteStore final : public Store {
          "FROM agents ORDER BY id"},
         {&update_job_,
          "UPDATE jobs SET state = :state, finished_us = :finished, result = :result, "
-         "error = :error, task_runtime_us = :runtime WHERE id = :id"},
+         "error = :error, task_runtime_us = :runtime, "
+         "n_tasks = CASE WHEN :n > 0 THEN :n ELSE n_tasks END WHERE id = :id"},
         {&set_next_lease_, "UPDATE meta SET value = :v WHERE key = 'next_lease_id'"},
         {&begin_, "BEGIN IMMEDIATE"},
         {&commit_, "COMMIT"},
@@ -450,6 +451,15 @@ class SqliteStore final : public Store {
                                  .Exec());
       }
     }
+    // Before task_updates, which may already name them.
+    for (const auto& t : b.tasks_added) {
+      CLAW_RETURN_IF_ERROR(insert_task_.Bind(":job", t.job)
+                               .Bind(":idx", int64_t{t.index})
+                               .BindBlob(":params", t.params)
+                               .Bind(":cost", t.cost_flop)
+                               .Bind(":target", int64_t{t.target})
+                               .Exec());
+    }
     for (const auto& l : b.leases_granted) {
       CLAW_RETURN_IF_ERROR(insert_lease_.Bind(":id", static_cast<int64_t>(l.id))
                                .Bind(":job", l.job)
@@ -477,6 +487,7 @@ class SqliteStore final : public Store {
                                .Bind(":result", u.result_json)
                                .Bind(":error", u.error)
                                .Bind(":runtime", static_cast<int64_t>(u.task_runtime_us))
+                               .Bind(":n", int64_t{u.n_tasks})
                                .Bind(":id", u.id)
                                .Exec());
     }

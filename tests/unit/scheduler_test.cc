@@ -54,10 +54,41 @@ class ListApp final : public App {
   bool Equivalent(std::string_view a, std::string_view b) const override { return a == b; }
 };
 
+// A job that grows: each settled task with output "n" (n < 3) adds a task
+// "n+1", once, as an early-stopping sweep adds its promotions.
+class GrowApp final : public App {
+ public:
+  std::string_view Name() const override { return "grow"; }
+  Result<std::vector<TaskSpec>> Plan(const JobSpec&) const override {
+    return std::vector<TaskSpec>{{"0", 1e6}, {"0", 1e6}};
+  }
+  Result<std::string> Run(std::string_view p, const RunContext&) const override {
+    return std::string(p.substr(0, p.find('@')));
+  }
+  Result<nlohmann::json> Merge(const JobSpec&,
+                               const std::vector<std::string_view>& outputs) const override {
+    return nlohmann::json{{"outputs", std::vector<std::string>(outputs.begin(), outputs.end())}};
+  }
+  bool Equivalent(std::string_view a, std::string_view b) const override { return a == b; }
+  bool Grows(const JobSpec&) const override { return true; }
+  // Output n < 2 adds task "n+1@parent", unless it is there already (what
+  // was added is read from the tasks, not remembered).
+  std::vector<TaskSpec> Expand(const JobSpec&, const std::vector<TaskView>& tasks,
+                               uint32_t settled) const override {
+    int n = std::stoi(std::string(tasks[settled].output));
+    std::string child = std::to_string(n + 1) + "@" + std::to_string(settled);
+    for (const auto& t : tasks) {
+      if (t.params == child) return {};
+    }
+    return n < 2 ? std::vector<TaskSpec>{{child, 1e6}} : std::vector<TaskSpec>{};
+  }
+};
+
 AppRegistry TestApps() {
   AppRegistry r;
   r.Register(std::make_unique<EchoApp>());
   r.Register(std::make_unique<ListApp>());
+  r.Register(std::make_unique<GrowApp>());
   return r;
 }
 
@@ -135,6 +166,45 @@ TEST_F(SchedulerTest, ReplicasOfATaskNeverGoToTwoAgentsOfOneOwner) {
   // Unknown owners (empty) are each their own.
   sched_.SetAgentOwner("m2", "");
   EXPECT_EQ(sched_.GetJob("j1")->leased, 8u);
+}
+
+TEST_F(SchedulerTest, AGrowingJobEndsOnlyWhenItsAppAddsNoMoreAndSurvivesARestart) {
+  auto store = NewMemoryStore();
+  auto p = ParseAndPlanJob(R"({"app":"grow"})", apps_);
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(sched_.AddJob("j1", "alice", std::move(p).value(), clock_.Now()).ok());
+  sched_.AgentConnected("a1", 1e9, {}, clock_.Now());
+  sched_.AddDemand("a1", 100);
+  auto first = DispatchTo("a1");
+  ASSERT_EQ(first.size(), 2u);
+  for (const auto& a : first) {
+    std::vector<ResultIn> r{{a.lease, "0", 10}};
+    EXPECT_EQ(sched_.AcceptResults("a1", r, clock_.Now())[0], ResultOutcome::kAccepted);
+  }
+  EXPECT_EQ(sched_.GetJob("j1")->record.state, JobState::kRunning);
+  EXPECT_EQ(sched_.GetJob("j1")->record.n_tasks, 4u) << "each settled task added one";
+  ASSERT_TRUE(store->Apply(sched_.TakeBatch()).ok());
+
+  // The coordinator restarts: the added tasks are there, and run.
+  Scheduler restored(&apps_, Options());
+  auto state = store->Load();
+  ASSERT_TRUE(state.ok());
+  ASSERT_TRUE(restored.Restore(std::move(state).value(), clock_.Now()).ok());
+  restored.AgentConnected("a1", 1e9, {}, clock_.Now());
+  for (int round = 0; round < 5 && restored.GetJob("j1")->record.state == JobState::kRunning;
+       ++round) {
+    restored.AddDemand("a1", 100);
+    for (auto& d : restored.Dispatch(clock_.Now())) {
+      for (const auto& a : d.assignments) {
+        std::vector<ResultIn> r{{a.lease, a.params.substr(0, a.params.find('@')), 10}};
+        restored.AcceptResults("a1", r, clock_.Now());
+      }
+    }
+  }
+  auto job = restored.GetJob("j1");
+  ASSERT_EQ(job->record.state, JobState::kDone) << job->record.error;
+  EXPECT_EQ(job->record.n_tasks, 6u) << "0, 0, then 1 and 2 under each";
+  EXPECT_EQ(job->record.result_json, R"({"outputs":["0","0","1","1","2","2"]})");
 }
 
 TEST_F(SchedulerTest, DuplicateAndForeignResultsChangeNothing) {

@@ -75,6 +75,31 @@ TEST_P(StoreConformance, AppliesBatchesAndLoadsThemBack) {
   EXPECT_EQ(s->next_lease_id, 9u);
 }
 
+TEST_P(StoreConformance, TasksAddedToARunningJobAreStoredWithItsNewCount) {
+  ASSERT_TRUE(store_->Apply(NewJobBatch("j1", 1)).ok());
+  StoreBatch b;
+  TaskRecord added{"j1", 1, "promoted", 5e6};
+  b.tasks_added.push_back(added);
+  // The same batch may already lease it.
+  b.task_updates.push_back(TaskUpdate{"j1", 1, TaskState::kLeased, 0, "", 0, 1});
+  JobUpdate grown{"j1"};
+  grown.n_tasks = 2;
+  b.job_updates.push_back(grown);
+  ASSERT_TRUE(store_->Apply(b).ok());
+  auto s = store_->Load();
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->jobs[0].n_tasks, 2u);
+  ASSERT_EQ(s->tasks.size(), 2u);
+  auto t1 = std::find_if(s->tasks.begin(), s->tasks.end(), [](auto& t) { return t.index == 1; });
+  EXPECT_EQ(t1->params, "promoted");
+  EXPECT_EQ(t1->state, TaskState::kLeased);
+  // A later update without a count leaves it.
+  StoreBatch later;
+  later.job_updates.push_back(JobUpdate{"j1", JobState::kRunning});
+  ASSERT_TRUE(store_->Apply(later).ok());
+  EXPECT_EQ(store_->Load()->jobs[0].n_tasks, 2u);
+}
+
 TEST_P(StoreConformance, FinishedJobsKeepRecordsButNotTasksInLoad) {
   ASSERT_TRUE(store_->Apply(NewJobBatch("j1", 2)).ok());
   StoreBatch b;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "apps/registry.h"
@@ -25,11 +26,25 @@ class ScoreApp final : public App {
     }
     return std::vector<TaskSpec>{{spec.params.dump(), 1}};
   }
+  // Like training: "epochs" more epochs from "resume" (a fake checkpoint
+  // naming the epochs done), the score improving with epochs.
   Result<std::string> Run(std::string_view p, const RunContext&) const override {
     json params = json::parse(p);
     double x = params.value("x", 0.0), y = params.value("y", 0.0);
-    return json{{"params", params}, {"final", {{"score", -(x - 2) * (x - 2) - y}}}}.dump();
+    int64_t epochs = params.value("epochs", int64_t{1});
+    int64_t from = params.contains("resume") ? checkpoints_.at(params["resume"]) : 0;
+    std::string checkpoint = std::string(63, 'c') + static_cast<char>('0' + epochs % 10);
+    checkpoints_[checkpoint] = epochs;
+    json e = json::array();
+    for (int64_t i = from + 1; i <= epochs; ++i) e.push_back({{"epoch", i}});
+    double score = -(x - 2) * (x - 2) - y + 0.01 * static_cast<double>(epochs);
+    return json{{"params", params},
+                {"epochs", e},
+                {"final", {{"score", score}}},
+                {"files", {{{"path", "model.pt"}, {"sha256", checkpoint}}}}}
+        .dump();
   }
+  mutable std::map<std::string, int64_t> checkpoints_;
   Result<json> Merge(const JobSpec&, const std::vector<std::string_view>&) const override {
     return json::object();
   }
@@ -120,6 +135,50 @@ TEST_F(SweepTest, BadSweepsNameTheField) {
   expect({{"app", "score"}, {"space", {{"x", {"one"}}}}}, "params.x");  // the inner app's error
   expect({{"app", "score"}, {"space", {{"a", std::vector<int>(1000, 1)}, {"b", std::vector<int>(1000, 1)}}}},
          "more than");
+}
+
+// ASHA driven by hand, as the scheduler would: 9 trials at 1 epoch, the
+// top third promoted to 3, the top third of those to 9.
+TEST_F(SweepTest, AshaPromotesTheTopThirdAtEachRungFromTheirCheckpoints) {
+  JobSpec spec;
+  spec.app = "sweep";
+  spec.params = {{"app", "score"},
+                 {"method", "asha"},
+                 {"asha", {{"min_epochs", 1}, {"max_epochs", 9}, {"eta", 3}}},
+                 {"space", {{"x", {0, 1, 2, 3, 4, 5, 6, 7, 8}}}},
+                 {"metric", "score"}};
+  EXPECT_TRUE(sweep_.Grows(spec));
+  auto planned = sweep_.Plan(spec);
+  ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+  ASSERT_EQ(planned->size(), 9u);
+  std::vector<std::string> params, outputs;
+  for (auto& t : *planned) params.push_back(t.params);
+  outputs.resize(params.size());
+  // Run tasks in order; after each, ask for more, as Settle does.
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto out = sweep_.Run(params[i], {});
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    outputs[i] = *out;
+    std::vector<App::TaskView> view;
+    for (size_t k = 0; k < params.size(); ++k) view.push_back({params[k], outputs[k]});
+    for (auto& t : sweep_.Expand(spec, view, static_cast<uint32_t>(i))) {
+      params.push_back(t.params);
+      outputs.emplace_back();
+    }
+  }
+  ASSERT_EQ(params.size(), 9u + 3 + 1) << "9 at rung 0, 3 at rung 1, 1 at rung 2";
+  json top = json::parse(params.back());
+  EXPECT_EQ(top["rung"], 2);
+  EXPECT_EQ(top["values"]["x"], 2) << "the best trial reached the top";
+  EXPECT_EQ(json::parse(top["task"].get<std::string>())["epochs"], 9);
+  EXPECT_TRUE(json::parse(top["task"].get<std::string>()).contains("resume"));
+  std::vector<std::string_view> views(outputs.begin(), outputs.end());
+  auto merged = sweep_.Merge(spec, views);
+  ASSERT_TRUE(merged.ok());
+  EXPECT_EQ((*merged)["trials"].size(), 9u);
+  EXPECT_EQ((*merged)["best"]["values"]["x"], 2);
+  // 9 x 1 + 3 x 2 more + 1 x 6 more = 21 trial-epochs, against 81 for the grid.
+  EXPECT_EQ((*merged)["compute"]["trial_epochs"], 21);
 }
 
 #ifdef CLAW_WITH_TORCH
