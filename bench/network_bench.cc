@@ -11,6 +11,9 @@
 //                             plain copy and a plain SHA-256 of it
 //   network_bench ml          one CNN epoch on Fashion-MNIST as a train job
 //                             against Debian's PyTorch (bench/pytorch_fashion.py)
+//   network_bench sweep       a 24-trial sweep on 2 agents against the same
+//                             trials one after another in this process
+//   network_bench asha        ASHA against the full grid on the same space
 //   network_bench all
 //
 // Efficiency = (single-threaded time of the same tasks in one loop / 2) /
@@ -85,7 +88,9 @@ class LocalNetwork {
     auto last = client_->Watch(*id, [](const v1::JobInfo&) {});
     double s = w.Seconds();
     if (!last.ok() || last->state() != "done") {
-      std::fprintf(stderr, "job did not finish\n");
+      std::fprintf(stderr, "job did not finish: %s\n",
+                   last.ok() ? (last->state() + ": " + last->error()).c_str()
+                             : last.status().ToString().c_str());
       std::exit(1);
     }
     if (result) *result = client_->Results(*id)->result_json();
@@ -378,6 +383,92 @@ void BenchBlas(const std::string& data, int threads) {
               "(%.2fx faster)\n", selected, active.c_str(), slow, slow / selected);
 }
 
+// The trials of a sweep spec run one after another in this process, with
+// the dataset in a local blob dir: the baseline of BenchSweep.
+double SequentialTrials(const nlohmann::json& spec, const std::string& data) {
+  AppRegistry apps = BuiltinApps();
+  BlobDir blobs((std::filesystem::temp_directory_path() / ("claw-seq-" + std::to_string(getpid())))
+                    .string());
+  (void)blobs.Init();
+  for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                        "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"}) {
+    (void)blobs.Import(data + "/" + f, 1 << 30);
+  }
+  auto planned = ParseAndPlanJob(spec.dump(), apps);
+  if (!planned.ok()) {
+    std::fprintf(stderr, "plan: %s\n", planned.status().ToString().c_str());
+    std::exit(1);
+  }
+  const App* sweep = apps.Find("sweep");
+  Stopwatch w;
+  for (const auto& t : planned->tasks) {
+    if (!sweep->Run(t.params, RunContext{&blobs}).ok()) std::exit(1);
+  }
+  double s = w.Seconds();
+  std::filesystem::remove_all(blobs.root());
+  return s;
+}
+
+void BenchSweep() {
+  const std::string data = "/usr/share/datasets/fashion-mnist";
+  if (!std::filesystem::exists(data + "/train-images-idx3-ubyte.gz")) return;
+  LocalNetwork net(2);
+  nlohmann::json spec = {
+      {"app", "sweep"},
+      {"params",
+       {{"base", {{"dataset", UploadFashionMnist(net, data)}, {"model", "mlp"}, {"epochs", 1},
+                  {"save_model", false}}},
+        {"space", {{"lr", {0.01, 0.05, 0.1}}, {"width", {32, 128}}, {"dropout", {0.1, 0.3}},
+                   {"batch", {32, 64}}}}}}};
+  double sequential = SequentialTrials(spec, data);
+  std::string result;
+  double task_seconds = 0;
+  double wall = net.RunJob(spec.dump(), &result, &task_seconds);
+  auto r = nlohmann::json::parse(result);
+  std::printf("  (task time measured in the workers: %.2f s)\n", task_seconds);
+  std::printf("sweep: 24 trials (MLP, 1 epoch on 60,000 images, tested on 10,000), 2 agents x 1 "
+              "slot\n");
+  std::printf("  one after another in one process %.2f s; through the network %.2f s\n",
+              sequential, wall);
+  std::printf("  parallel efficiency %.1f%% (sequential / 2 / network); best trial %s "
+              "test accuracy %.4f\n",
+              100.0 * sequential / 2 / wall, r["best"]["values"].dump().c_str(),
+              r["best"]["metric"].get<double>());
+}
+
+void BenchAsha() {
+  const std::string data = "/usr/share/datasets/fashion-mnist";
+  if (!std::filesystem::exists(data + "/train-images-idx3-ubyte.gz")) return;
+  LocalNetwork net(2);
+  nlohmann::json base = {{"dataset", UploadFashionMnist(net, data)}, {"model", "mlp"},
+                         {"train_limit", 5000}, {"test_limit", 2000}, {"batch", 64}};
+  nlohmann::json space = {{"lr", {0.001, 0.01, 0.1}}, {"width", {16, 64, 256}},
+                          {"dropout", {0.0, 0.3, 0.6}}};
+  nlohmann::json grid_base = base;
+  grid_base["epochs"] = 9;
+  grid_base["save_model"] = false;
+  nlohmann::json grid = {{"app", "sweep"}, {"params", {{"base", grid_base}, {"space", space}}}};
+  nlohmann::json asha = {
+      {"app", "sweep"},
+      {"params", {{"base", base}, {"space", space}, {"method", "asha"},
+                  {"asha", {{"min_epochs", 1}, {"max_epochs", 9}, {"eta", 3}}}}}};
+  std::string gr, ar;
+  double grid_s = net.RunJob(grid.dump(), &gr);
+  double asha_s = net.RunJob(asha.dump(), &ar);
+  auto g = nlohmann::json::parse(gr), a = nlohmann::json::parse(ar);
+  double g_best = g["best"]["metric"], a_best = a["best"]["metric"];
+  double g_epochs = g["compute"]["trial_epochs"], a_epochs = a["compute"]["trial_epochs"];
+  std::printf("asha: 27 configurations (lr x width x dropout), MLP on 5,000 images, 2 agents\n");
+  std::printf("  full grid, 9 epochs each  best test accuracy %.4f %s  %.0f trial-epochs  %.1f s\n",
+              g_best, g["best"]["values"].dump().c_str(), g_epochs, grid_s);
+  std::printf("  ASHA 1/3/9 epochs, eta 3  best test accuracy %.4f %s  %.0f trial-epochs  %.1f s "
+              "(%d tasks)\n",
+              a_best, a["best"]["values"].dump().c_str(), a_epochs, asha_s,
+              a["compute"]["tasks"].get<int>());
+  std::printf("  ASHA: %.2f points from the grid's best with %.1f%% of its compute\n",
+              100 * (g_best - a_best), 100 * a_epochs / g_epochs);
+}
+
 void BenchMl() {
   const std::string data = "/usr/share/datasets/fashion-mnist";
   if (!std::filesystem::exists(data + "/train-images-idx3-ubyte.gz")) {
@@ -432,5 +523,7 @@ int main(int argc, char** argv) {
   if (what == "signatures" || what == "all") claw::BenchSignatures();
   if (what == "blobs" || what == "all") claw::BenchBlobs();
   if (what == "ml" || what == "all") claw::BenchMl();
+  if (what == "sweep" || what == "all") claw::BenchSweep();
+  if (what == "asha" || what == "all") claw::BenchAsha();
   return 0;
 }

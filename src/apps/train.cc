@@ -14,10 +14,16 @@ using nlohmann::json;
 
 const char* const kDatasetFiles[] = {"train_images", "train_labels", "test_images", "test_labels"};
 
+// Non-finite numbers (a diverged run) become null: JSON has no NaN.
+json Finite(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+
 json EpochJson(const ml::EpochMetrics& m) {
-  return {{"epoch", m.epoch},           {"loss", m.loss},
-          {"accuracy", m.accuracy},     {"test_loss", m.test_loss},
-          {"test_accuracy", m.test_accuracy}, {"seconds", m.seconds}};
+  return {{"epoch", m.epoch},
+          {"loss", Finite(m.loss)},
+          {"accuracy", Finite(m.accuracy)},
+          {"test_loss", Finite(m.test_loss)},
+          {"test_accuracy", Finite(m.test_accuracy)},
+          {"seconds", m.seconds}};
 }
 
 }  // namespace
@@ -127,6 +133,11 @@ Result<std::string> TrainApp::Run(std::string_view task_params, const RunContext
   json out = {{"params", params}, {"epochs", json::array()}, {"parameters", r->parameters},
               {"first_epoch", r->first_epoch}};
   for (const auto& m : r->epochs) out["epochs"].push_back(EpochJson(m));
+  if (r->diverged) {  // a result, unranked: no metric, no model
+    out["diverged"] = true;
+    out["final"] = {{"epoch", r->epochs.back().epoch}, {"diverged", true}};
+    return out.dump();
+  }
   if (!r->epochs.empty()) out["final"] = out["epochs"].back();
   if (t.value("save_model", true)) {
     auto hash = ctx.blobs->Put(r->checkpoint);

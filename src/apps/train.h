@@ -17,7 +17,9 @@
 // A task's output: {"params": {...}, "epochs": [{"epoch", "loss",
 // "accuracy", "test_loss", "test_accuracy", "seconds"}], "final": the last
 // epoch, "parameters": N, "files": [{"path": "model.pt", "sha256", "size"}]}.
-// The job's result: {"trials": [...], "best": index}.
+// The job's result: {"trials": [...], "best": index}. A run whose loss stops
+// being finite ends there with "diverged": true and no test metric or model:
+// in a sweep that is a result (ranked last), not a failure.
 //
 // Replicas on different machines do not agree bit for bit (floating-point
 // reductions differ), so two results are equivalent when they trained the

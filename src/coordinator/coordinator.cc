@@ -253,6 +253,7 @@ Result<AgentId> Coordinator::OpenSession(const v1::Hello& hello, SessionSink* si
   sessions_[sink] = Session{id, sink};
   session_of_[id] = sink;
   std::vector<LeaseId> held(hello.held_leases().begin(), hello.held_leases().end());
+  sched_.SetAgentSlots(id, hello.device().slots());
   std::vector<LeaseId> invalid = sched_.AgentConnected(id, hello.device().flops(), held, now);
   v1::CoordinatorMessage welcome;
   welcome.mutable_config()->set_heartbeat_ms(

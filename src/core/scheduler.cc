@@ -51,11 +51,14 @@ struct Scheduler::Lease {
   uint32_t index = 0;
   Agent* agent = nullptr;
   Time deadline;
+  double seconds = 0;  // the task's estimated run time on its agent
 };
 
 struct Scheduler::Agent {
   AgentId id;
   std::string owner;  // empty: unknown (then only the agent itself counts)
+  uint32_t slots = 1;
+  double held_seconds = 0;  // estimated run time of the tasks it holds
   bool connected = false;
   uint32_t demand = 0;
   double flops = 0;
@@ -153,7 +156,9 @@ Status Scheduler::Restore(RecoveredState state, Time now) {
     job->leases.insert(l.id);
     agent.disconnected_at = now;
     agent.leases.insert(l.id);
-    leases_[l.id] = Lease{job, l.index, &agent, l.deadline};
+    double seconds = task.cost_flop / options_.default_flops;
+    agent.held_seconds += seconds;
+    leases_[l.id] = Lease{job, l.index, &agent, l.deadline, seconds};
     deadlines_.emplace(l.deadline, l.id);
     next_lease_id_ = std::max(next_lease_id_, l.id + 1);
   }
@@ -352,6 +357,10 @@ void Scheduler::SetAgentOwner(const AgentId& id, const std::string& owner) {
   AgentFor(id).owner = owner;
 }
 
+void Scheduler::SetAgentSlots(const AgentId& id, uint32_t slots) {
+  AgentFor(id).slots = std::max<uint32_t>(slots, 1);
+}
+
 void Scheduler::AgentDisconnected(const AgentId& id, Time now) {
   auto it = agents_.find(id);
   if (it == agents_.end()) return;
@@ -389,7 +398,8 @@ size_t Scheduler::connected_agents() const {
 LeaseId Scheduler::Grant(Job& job, uint32_t index, Agent& agent, Time now, Assignment* out) {
   Task& task = job.tasks[index];
   LeaseId id = next_lease_id_++;
-  double seconds = options_.lease_slack * task.cost_flop / std::max(agent.flops, 1.0);
+  double estimate = task.cost_flop / std::max(agent.flops, 1.0);
+  double seconds = options_.lease_slack * estimate;
   Duration length = std::max(options_.min_lease,
                              Duration(static_cast<int64_t>(std::min(seconds, 1e12) * 1e6)));
   length = std::min(length, job.spec.task_timeout);
@@ -399,7 +409,8 @@ LeaseId Scheduler::Grant(Job& job, uint32_t index, Agent& agent, Time now, Assig
   job.leased++;
   job.leases.insert(id);
   agent.leases.insert(id);
-  leases_.emplace(id, Lease{&job, index, &agent, deadline});
+  agent.held_seconds += estimate;
+  leases_.emplace(id, Lease{&job, index, &agent, deadline, estimate});
   deadlines_.emplace(deadline, id);
   batch_.leases_granted.push_back(LeaseRecord{id, job.record.id, index, agent.id, deadline});
   out->lease = id;
@@ -420,6 +431,7 @@ Scheduler::Lease Scheduler::EndLease(LeaseId id) {
   l.job->leased--;
   if (l.index < l.job->tasks.size()) std::erase(l.job->tasks[l.index].leases, id);
   l.agent->leases.erase(id);
+  l.agent->held_seconds = l.agent->leases.empty() ? 0 : std::max(0.0, l.agent->held_seconds - l.seconds);
   if (l.agent->leases.empty()) orphans_.erase({l.agent->disconnected_at, l.agent});
   batch_.leases_ended.push_back(id);
   notices_.jobs_changed.insert(l.job->record.id);
@@ -472,6 +484,12 @@ uint32_t Scheduler::TakeFrom(Job& job, Agent& agent, uint32_t n, Time now,
   std::vector<uint32_t> aside;
   uint32_t granted = 0;
   while (granted < n && !job.pending.empty() && aside.size() < kMaxSkips) {
+    // Enough work on hand: one task per slot, then as much as fills the
+    // work buffer (long tasks are not hoarded by whoever asked first).
+    if (agent.leases.size() >= agent.slots &&
+        agent.held_seconds >= options_.work_buffer_seconds * agent.slots) {
+      break;
+    }
     uint32_t index = job.pending.front();
     job.pending.pop_front();
     Task& task = job.tasks[index];

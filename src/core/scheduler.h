@@ -85,6 +85,12 @@ struct SchedulerOptions {
   // Replicas of one task go to agents of different owners (where known), so
   // that one person's machines cannot outvote the rest.
   bool distinct_owners = true;
+  // An agent gets tasks beyond one per slot only while the estimated run
+  // time of what it holds is under this many seconds per slot (BOINC's work
+  // buffer). Agents size their requests by the task times they saw last,
+  // which say nothing about the next job: without this, the first agent to
+  // ask after a run of instant tasks would take every long task there is.
+  double work_buffer_seconds = 1.0;
 };
 
 // ---- effects -------------------------------------------------------------
@@ -216,6 +222,8 @@ class Scheduler {
   // Whose device the agent is (empty: unknown). With distinct_owners, two
   // replicas of a task never go to agents of one owner.
   void SetAgentOwner(const AgentId& agent, const std::string& owner);
+  // How many tasks the agent runs at once (its worker processes).
+  void SetAgentSlots(const AgentId& agent, uint32_t slots);
   // The app of the lease's task; nullptr for an unknown (ended) lease.
   const App* AppOfLease(LeaseId lease) const;
   // The agent can take `slots` more tasks.

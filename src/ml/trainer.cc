@@ -271,8 +271,11 @@ Result<TrainOutcome> Train(const TrainConfig& c) {
     m.loss = loss_sum / static_cast<double>(n);
     m.accuracy = static_cast<double>(correct) / static_cast<double>(n);
     std::tie(m.test_loss, m.test_accuracy) = Evaluate(net, *test);
-    if (!std::isfinite(m.loss)) return InvalidArgument("training diverged (loss is not finite); lower lr");
     outcome.epochs.push_back(m);
+    if (!std::isfinite(m.loss)) {
+      outcome.diverged = true;
+      return outcome;
+    }
   }
   torch::serialize::OutputArchive ar;
   net->save(ar);

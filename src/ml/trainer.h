@@ -57,6 +57,10 @@ struct TrainOutcome {
   int first_epoch = 1;               // 1, or one past the checkpoint's
   std::string checkpoint;            // model + optimizer + epoch, libtorch's serialization
   int64_t parameters = 0;
+  // The loss stopped being finite (too high a learning rate): training
+  // stopped at the last epoch listed, and there is no checkpoint. A result
+  // of a sweep, not an error.
+  bool diverged = false;
 };
 
 // InvalidArgument for a bad config (naming the field) or unreadable data

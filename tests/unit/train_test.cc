@@ -101,6 +101,13 @@ TEST_F(Training, AResumedTrialContinuesFromItsCheckpointExactly) {
   EXPECT_EQ(app_.TaskInputBlobs(Trial({{"resume", checkpoint}}).dump()).size(), 5u);
 }
 
+TEST_F(Training, ADivergingRunIsAResultWithoutAMetricNotAFailure) {
+  json out = Run(Trial({{"lr", 9.0}, {"momentum", 0.99}, {"epochs", 3}}));
+  EXPECT_EQ(out["diverged"], true) << out.dump();
+  EXPECT_FALSE(out["final"].contains("test_accuracy"));
+  EXPECT_FALSE(out.contains("files"));
+}
+
 TEST_F(Training, BadTrialsAreRefusedWithTheFieldNamed) {
   auto expect = [&](json trial, const std::string& needle) {
     auto r = app_.Run(trial.dump(), RunContext{blobs_.get()});
