@@ -5,6 +5,7 @@
 #include "apps/noop.h"
 #include "apps/sweep.h"
 #ifdef CLAW_WITH_TORCH
+#include "apps/infer.h"
 #include "apps/train.h"
 #endif
 
@@ -17,6 +18,7 @@ AppRegistry BuiltinApps() {
   r.Register(std::make_unique<ExecApp>());
 #ifdef CLAW_WITH_TORCH
   r.Register(std::make_unique<TrainApp>());
+  r.Register(std::make_unique<InferApp>());
 #endif
   // Sweeps run any of the apps above (their addresses stay put when the
   // registry moves: it holds them by unique_ptr).

@@ -287,6 +287,12 @@ Result<TrainOutcome> Train(const TrainConfig& c) {
   return outcome;
 }
 
+Result<size_t> CountImages(const std::string& images) {
+  auto x = Load(images, true);
+  if (!x.ok()) return x.status();
+  return static_cast<size_t>(x->size(0));
+}
+
 Result<Predictions> Predict(const std::string& checkpoint_path, const std::string& images,
                             const std::string& labels, size_t begin, size_t end, int threads) {
   torch::set_num_threads(std::max(1, threads));

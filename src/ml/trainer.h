@@ -73,6 +73,10 @@ struct Predictions {
   double seconds = 0;
 };
 
+// How many images an IDX image file holds (it stays decoded in memory for
+// the next call).
+Result<size_t> CountImages(const std::string& images);
+
 // Runs a checkpoint's model over images [begin, end) of an IDX image file
 // (labels optional). The checkpoint says which model it holds.
 Result<Predictions> Predict(const std::string& checkpoint_path, const std::string& images,

@@ -3,6 +3,7 @@
 // resumed trial continues exactly where its checkpoint left off, and replicas
 // are compared with a tolerance.
 #ifdef CLAW_WITH_TORCH
+#include "apps/infer.h"
 #include "apps/train.h"
 
 #include <gtest/gtest.h>
@@ -122,6 +123,55 @@ TEST_F(Training, BadTrialsAreRefusedWithTheFieldNamed) {
   expect(Trial({{"resume", *junk}}), "checkpoint");
   json other = Run(Trial({{"model", "cnn"}, {"width", 4}, {"train_limit", 64}, {"test_limit", 64}}));
   expect(Trial({{"resume", other["files"][0]["sha256"]}}), "different model");
+}
+
+// A trained model's predictions over the 10,000 test images, in 4 shards,
+// merged in order: the same as one pass over all of them.
+TEST_F(Training, InferenceOverShardsMergesInOrderWithTheAccuracy) {
+  json trained = Run(Trial({{"epochs", 2}}));
+  std::string model = trained["files"][0]["sha256"];
+  static const AppRegistry apps = BuiltinApps();
+  const App* infer = apps.Find("infer");
+  ASSERT_NE(infer, nullptr);
+  auto plan = [&](int shards) {
+    json spec = {{"app", "infer"},
+                 {"params", {{"model", model}, {"dataset", dataset_}, {"shards", shards}}}};
+    auto p = ParseAndPlanJob(spec.dump(), apps);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    return std::move(p).value();
+  };
+  auto run_all = [&](const PlannedJob& p) {
+    std::vector<std::string> outs;
+    for (const auto& t : p.tasks) {
+      auto o = infer->Run(t.params, RunContext{blobs_.get()});
+      EXPECT_TRUE(o.ok()) << o.status().ToString();
+      outs.push_back(o.ok() ? *o : "");
+    }
+    std::vector<std::string_view> views(outs.begin(), outs.end());
+    return *infer->Merge(p.spec, views);
+  };
+  PlannedJob four = plan(4), one = plan(1);
+  EXPECT_EQ(four.tasks.size(), 4u);
+  EXPECT_EQ(infer->TaskInputBlobs(four.tasks[0].params).size(), 3u) << "model, images, labels";
+  json sharded = run_all(four), whole = run_all(one);
+  EXPECT_EQ(sharded["count"], 10000);
+  EXPECT_EQ(sharded["predictions"], whole["predictions"]);
+  EXPECT_EQ(sharded["accuracy"], whole["accuracy"]);
+  EXPECT_GT(sharded["accuracy"].get<double>(), 0.45);
+  EXPECT_GT(sharded["images_per_second"].get<double>(), 1000);
+}
+
+TEST(InferEquivalence, ShardsAgreeWhenNearlyAllPredictionsMatch) {
+  InferApp app;
+  auto shard = [](std::string predictions) {
+    return json{{"begin", 0}, {"end", predictions.size()}, {"predictions", predictions}}.dump();
+  };
+  std::string p(1000, '3');
+  std::string q = p, r = p;
+  for (int i = 0; i < 4; ++i) q[i * 100] = '5';   // 0.4% differ
+  for (int i = 0; i < 10; ++i) r[i * 50] = '5';   // 1% differ
+  EXPECT_TRUE(app.Equivalent(shard(p), shard(q)));
+  EXPECT_FALSE(app.Equivalent(shard(p), shard(r)));
 }
 
 TEST(TrainEquivalence, ReplicasAgreeWithinTheToleranceNotBitForBit) {
