@@ -270,6 +270,23 @@ nlohmann::json UploadDataset(const Client& client, const std::string& dir) {
   return UploadInputs(client, inputs);
 }
 
+// The model blob of a finished train or sweep job's best trial.
+std::string BestModelOf(Client client, const std::string& job) {
+  auto r = client.Results(job);
+  if (!r.ok()) throw CLI::RuntimeError(Fail(r.status()));
+  auto result = nlohmann::json::parse(r->result_json(), nullptr, false);
+  if (result.is_object() && result.contains("best") && result.contains("trials")) {
+    const auto& best = result["best"];
+    size_t i = best.is_object() ? best.value("trial", size_t{0}) : best.get<size_t>();
+    const auto& trial = result["trials"][i];
+    if (trial.contains("files") && !trial["files"].empty()) {
+      return trial["files"][0].value("sha256", "");
+    }
+  }
+  throw CLI::RuntimeError(Fail(NotFound("job " + job + " has no best model (is it a finished "
+                                        "train or sweep job that saved models?)")));
+}
+
 void AddSubmit(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
   auto* cmd = cli.add_subcommand("submit", "Submit a job (spec file, '-' for stdin, or flags)");
   auto file = std::make_shared<std::string>();
@@ -286,6 +303,7 @@ void AddSubmit(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
   auto inputs = std::make_shared<std::vector<std::string>>();
   auto outputs = std::make_shared<std::vector<std::string>>();
   auto dataset = std::make_shared<std::string>();
+  auto model_of = std::make_shared<std::string>();
   cmd->add_option("spec", *file, "Job spec JSON file, or - for stdin");
   cmd->add_option("--app", *app, "App name (instead of a spec file)");
   cmd->add_option("--name", *name, "Job name");
@@ -306,6 +324,8 @@ void AddSubmit(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
   cmd->add_option("--dataset", *dataset,
                   "train: upload the Fashion-MNIST IDX files in this directory (e.g. "
                   "/usr/share/datasets/fashion-mnist) as params.dataset");
+  cmd->add_option("--model-of", *model_of,
+                  "infer: use the model of this train or sweep job's best trial");
   cmd->add_option("--output,-o", *outputs,
                   "exec: collect files matching this glob from each task (repeatable), e.g. "
                   "'*.png'; download them with claw results JOB --out DIR")
@@ -354,6 +374,7 @@ void AddSubmit(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
         j["params"]["inputs"] = UploadInputs(Connect(*target), *inputs);
       }
       if (!dataset->empty()) j["params"]["dataset"] = UploadDataset(Connect(*target), *dataset);
+      if (!model_of->empty()) j["params"]["model"] = BestModelOf(Connect(*target), *model_of);
       spec = j.dump();
     } else {
       throw CLI::RuntimeError(Fail(InvalidArgument("give a spec file or --app")));

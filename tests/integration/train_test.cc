@@ -95,6 +95,16 @@ TEST_F(Train, ASweepRanksItsTrialsAndTheBestModelDownloads) {
   EXPECT_EQ(result["best"]["values"]["lr"], 0.1) << "lr 0.001 barely moves in one epoch";
   ASSERT_EQ(Claw({"results", job, "--best", "--out", (dir_ / "best").string()}, &out), 0) << out;
   EXPECT_TRUE(std::filesystem::exists(dir_ / "best" / "model.pt")) << out;
+
+  // Batch inference with the sweep's best model over the test set, sharded.
+  ASSERT_EQ(Claw({"submit", "--app", "infer", "--model-of", job, "--dataset", kData, "-p",
+                  "shards=6", "--wait", "--json"},
+                 &out),
+            0)
+      << out;
+  auto infer = nlohmann::json::parse(out.substr(out.find('{')));
+  EXPECT_EQ(infer["result"]["count"], 10000);
+  EXPECT_GT(infer["result"]["accuracy"].get<double>(), 0.3) << out.substr(0, 300);
 }
 
 }  // namespace
