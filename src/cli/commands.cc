@@ -344,6 +344,15 @@ void AddSubmit(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
     }
     if (!file->empty()) {
       spec = ReadSpec(*file);
+      if (!dataset->empty() || !model_of->empty()) {  // fill them into the file's spec
+        auto j = nlohmann::json::parse(spec, nullptr, false);
+        if (!j.is_object()) throw CLI::RuntimeError(Fail(InvalidArgument(*file + ": not JSON")));
+        // A sweep's trials take them from its base.
+        nlohmann::json& into = j.value("app", "") == "sweep" ? j["params"]["base"] : j["params"];
+        if (!dataset->empty()) into["dataset"] = UploadDataset(Connect(*target), *dataset);
+        if (!model_of->empty()) into["model"] = BestModelOf(Connect(*target), *model_of);
+        spec = j.dump();
+      }
     } else if (!app->empty()) {
       nlohmann::json j = {{"app", *app}, {"params", ParseParams(*params)}};
       if (!name->empty()) j["name"] = *name;
