@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -200,6 +201,22 @@ TEST(SweepPlan, TheSeedsExampleIsOneSpecOf144Trials) {
   EXPECT_EQ(last["lr"], 0.1);
   EXPECT_EQ(last["layers"], 8);
   EXPECT_EQ(apps.Find("sweep")->SpecInputBlobs(p->spec), std::vector<std::string>{h});
+}
+
+// The example the docs give for it plans too (with a dataset filled in, as
+// `claw submit ... --dataset DIR` does), under ASHA.
+TEST(SweepPlan, TheShippedSeedExamplePlans144TrialsAtTheFirstRung) {
+  static const AppRegistry apps = BuiltinApps();
+  std::ifstream f(std::string(CLAW_SOURCE_DIR) + "/examples/ml/seed-sweep.json");
+  json spec = json::parse(f);
+  std::string h(64, 'b');
+  spec["params"]["base"]["dataset"] = {{"train_images", h}, {"train_labels", h},
+                                       {"test_images", h}, {"test_labels", h}};
+  auto p = ParseAndPlanJob(spec.dump(), apps);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->tasks.size(), 144u);
+  EXPECT_TRUE(apps.Find("sweep")->Grows(p->spec));
+  EXPECT_EQ(json::parse(json::parse(p->tasks[0].params)["task"].get<std::string>())["epochs"], 1);
 }
 #endif
 
