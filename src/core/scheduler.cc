@@ -51,7 +51,8 @@ struct Scheduler::Lease {
   uint32_t index = 0;
   Agent* agent = nullptr;
   Time deadline;
-  double seconds = 0;  // the task's estimated run time on its agent
+  double estimate = 0;  // the task's run time on its agent by its cost and the agent's FLOPS
+  double seconds = 0;   // the same, corrected by what the app's tasks really took
 };
 
 struct Scheduler::Agent {
@@ -156,9 +157,10 @@ Status Scheduler::Restore(RecoveredState state, Time now) {
     job->leases.insert(l.id);
     agent.disconnected_at = now;
     agent.leases.insert(l.id);
-    double seconds = task.cost_flop / options_.default_flops;
+    double estimate = task.cost_flop / options_.default_flops;
+    double seconds = estimate * SpeedFactor(job->app);
     agent.held_seconds += seconds;
-    leases_[l.id] = Lease{job, l.index, &agent, l.deadline, seconds};
+    leases_[l.id] = Lease{job, l.index, &agent, l.deadline, estimate, seconds};
     deadlines_.emplace(l.deadline, l.id);
     next_lease_id_ = std::max(next_lease_id_, l.id + 1);
   }
@@ -409,8 +411,11 @@ LeaseId Scheduler::Grant(Job& job, uint32_t index, Agent& agent, Time now, Assig
   job.leased++;
   job.leases.insert(id);
   agent.leases.insert(id);
-  agent.held_seconds += estimate;
-  leases_.emplace(id, Lease{&job, index, &agent, deadline, estimate});
+  // Leases keep the raw estimate (a short lease would expire good work); the
+  // work buffer uses the corrected one.
+  double corrected = estimate * SpeedFactor(job.app);
+  agent.held_seconds += corrected;
+  leases_.emplace(id, Lease{&job, index, &agent, deadline, estimate, corrected});
   deadlines_.emplace(deadline, id);
   batch_.leases_granted.push_back(LeaseRecord{id, job.record.id, index, agent.id, deadline});
   out->lease = id;
@@ -533,10 +538,23 @@ std::vector<ResultOutcome> Scheduler::AcceptResults(const AgentId& agent_id,
       continue;
     }
     Lease l = EndLease(r.lease);
+    LearnSpeed(l.job->app, static_cast<double>(r.runtime_us) / 1e6, l.estimate);
     AddResult(*l.job, l.index, *l.agent, r, now);
     outcomes.push_back(ResultOutcome::kAccepted);
   }
   return outcomes;
+}
+
+double Scheduler::SpeedFactor(const App* app) const {
+  auto it = speed_.find(app);
+  return it == speed_.end() ? 1.0 : it->second;
+}
+
+void Scheduler::LearnSpeed(const App* app, double seconds, double estimate) {
+  if (estimate <= 0 || seconds <= 0) return;
+  double ratio = std::clamp(seconds / estimate, 1e-4, 1e4);
+  auto [it, fresh] = speed_.emplace(app, ratio);
+  if (!fresh) it->second = 0.8 * it->second + 0.2 * ratio;
 }
 
 void Scheduler::AddResult(Job& job, uint32_t index, Agent& agent, ResultIn& result, Time now) {

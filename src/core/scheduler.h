@@ -87,7 +87,7 @@ struct SchedulerOptions {
   bool distinct_owners = true;
   // An agent gets tasks beyond one per slot only while the estimated run
   // time of what it holds is under this many seconds per slot (BOINC's work
-  // buffer). Agents size their requests by the task times they saw last,
+  // buffer); estimates are corrected by the app's observed run times. Agents size their requests by the task times they saw last,
   // which say nothing about the next job: without this, the first agent to
   // ask after a run of instant tasks would take every long task there is.
   double work_buffer_seconds = 1.0;
@@ -291,6 +291,11 @@ class Scheduler {
   uint32_t TakeFrom(Job& job, Agent& agent, uint32_t n, Time now, std::vector<Assignment>* out);
   bool Involves(const Task& task, const Agent& agent) const;
   void AddResult(Job& job, uint32_t index, Agent& agent, ResultIn& result, Time now);
+  // How long an app's tasks really take against their estimate (cost /
+  // FLOPS), learned from reported run times (BOINC's duration correction
+  // factor); 1 until known.
+  double SpeedFactor(const App* app) const;
+  void LearnSpeed(const App* app, double seconds, double estimate);
   // Settles the task if `quorum` results agree; otherwise asks for more or fails it.
   void Vote(Job& job, uint32_t index, Time now);
   void Settle(Job& job, uint32_t index, size_t canonical, Time now);
@@ -317,6 +322,7 @@ class Scheduler {
 
   const AppRegistry* apps_;
   SchedulerOptions options_;
+  std::unordered_map<const App*, double> speed_;  // SpeedFactor, per app
   std::unordered_map<JobId, std::unique_ptr<Job>> jobs_;
   std::vector<Job*> job_order_;  // creation order
   std::set<RunKey> runnable_;    // jobs with pending tasks

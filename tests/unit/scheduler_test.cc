@@ -207,6 +207,24 @@ TEST_F(SchedulerTest, AGrowingJobEndsOnlyWhenItsAppAddsNoMoreAndSurvivesARestart
   EXPECT_EQ(job->record.result_json, R"({"outputs":["0","0","1","1","2","2"]})");
 }
 
+// Long tasks are not hoarded by whoever asks first: beyond one per slot, an
+// agent gets tasks only while its held work is under the buffer; estimates
+// learn from the run times reported.
+TEST_F(SchedulerTest, TheWorkBufferBoundsLongTasksAndLearnsTheirRealLength) {
+  ASSERT_TRUE(sched_.AddJob("j1", "alice", Plan(apps_, 100), clock_.Now()).ok());
+  sched_.AgentConnected("slow", 1e5, {}, clock_.Now());  // 1e6 flop tasks: 10 s each, it seems
+  sched_.SetAgentSlots("slow", 2);
+  sched_.AddDemand("slow", 50);
+  auto first = DispatchTo("slow");
+  ASSERT_EQ(first.size(), 2u) << "one per slot, then the buffer is full";
+  for (const auto& a : first) {
+    std::vector<ResultIn> r{{a.lease, a.params, 10'000}};  // they took 10 ms
+    sched_.AcceptResults("slow", r, clock_.Now());
+  }
+  sched_.AddDemand("slow", 50);
+  EXPECT_GE(DispatchTo("slow").size(), 50u) << "10 ms tasks: the buffer holds many";
+}
+
 TEST_F(SchedulerTest, DuplicateAndForeignResultsChangeNothing) {
   ASSERT_TRUE(sched_.AddJob("j1", "alice", Plan(apps_, 2), clock_.Now()).ok());
   sched_.AgentConnected("a1", 1e9, {}, clock_.Now());
