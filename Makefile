@@ -39,7 +39,7 @@ integration: build
 # libFuzzer (clang, ASan + UBSan) on each target for FUZZ_SECONDS, from the
 # seeds in fuzz/corpus/; a crash stops it and leaves $(FUZZ_BUILD)/crash-*.
 fuzz: setup
-	@cmake -S . -B $(FUZZ_BUILD) -DCMAKE_CXX_COMPILER=clang++ -DCLAW_FUZZ=ON \
+	@cmake -S . -B $(FUZZ_BUILD) -DCMAKE_CXX_COMPILER=clang++ -DCLAW_FUZZ=ON -DCLAW_WITH_TORCH=OFF \
 	  -DCLAW_BUILD_TESTS=OFF -DCLAW_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	@cmake --build $(FUZZ_BUILD) -j$(JOBS) $(addprefix --target fuzz_,$(FUZZ_TARGETS))
 	@for t in $(FUZZ_TARGETS); do \
