@@ -35,9 +35,7 @@
 #include "common/blobs.h"
 #include "common/crypto.h"
 #include "core/job_spec.h"
-#ifdef CLAW_WITH_TORCH
-#include "ml/trainer.h"
-#endif
+#include "ml/api.h"
 #include "protocol/signing.h"
 
 namespace claw {
@@ -492,8 +490,8 @@ void BenchInfer() {
   std::filesystem::path local = net.dir() / "infer-local.pt";
   if (!net.client().Blobs().Download(model, local.string()).ok()) std::exit(1);
   Stopwatch w;
-  auto base = ml::Predict(local.string(), data + "/train-images-idx3-ubyte.gz",
-                          data + "/train-labels-idx1-ubyte.gz", 0, 60000, 1);
+  auto base = ml::LoadMl().value()->predict(local.string(), data + "/train-images-idx3-ubyte.gz",
+                                            data + "/train-labels-idx1-ubyte.gz", 0, 60000, 1);
   double loop_s = w.Seconds();  // includes decoding the images, as each shard's worker does
   if (!base.ok()) std::exit(1);
   nlohmann::json infer = {{"app", "infer"},

@@ -4,10 +4,8 @@
 #include "apps/montecarlo.h"
 #include "apps/noop.h"
 #include "apps/sweep.h"
-#ifdef CLAW_WITH_TORCH
 #include "apps/infer.h"
 #include "apps/train.h"
-#endif
 
 namespace claw {
 
@@ -16,10 +14,9 @@ AppRegistry BuiltinApps() {
   r.Register(std::make_unique<MonteCarloApp>());
   r.Register(std::make_unique<NoopApp>());
   r.Register(std::make_unique<ExecApp>());
-#ifdef CLAW_WITH_TORCH
+  // Their libtorch code loads only in processes that run them (ml/api.h).
   r.Register(std::make_unique<TrainApp>());
   r.Register(std::make_unique<InferApp>());
-#endif
   // Sweeps run any of the apps above (their addresses stay put when the
   // registry moves: it holds them by unique_ptr).
   std::map<std::string, const App*, std::less<>> inner;

@@ -59,7 +59,8 @@ Result<json> Draw(const std::string& name, const json& d, std::mt19937_64& rng) 
     return InvalidArgument(field + ": a list, or one of {\"uniform\": [a, b]}, "
                            "{\"log_uniform\": [a, b]}, {\"int_uniform\": [a, b]}, {\"choice\": [...]}");
   }
-  const auto& [kind, arg] = *d.items().begin();
+  const std::string kind = d.begin().key();
+  const json& arg = d.begin().value();
   if (kind == "choice") return Draw(name, arg, rng);
   if (!arg.is_array() || arg.size() != 2 || !arg[0].is_number() || !arg[1].is_number() ||
       arg[0].get<double>() > arg[1].get<double>()) {

@@ -5,7 +5,7 @@
 #include "apps/blob_fields.h"
 #include "common/blobs.h"
 #include "core/json_fields.h"
-#include "ml/trainer.h"
+#include "ml/api.h"
 
 namespace claw {
 namespace {
@@ -126,7 +126,9 @@ Result<std::string> TrainApp::Run(std::string_view task_params, const RunContext
             ctx.blobs->PathOf(t["dataset"]["test_images"].get<std::string>()),
             ctx.blobs->PathOf(t["dataset"]["test_labels"].get<std::string>())};
   if (t.contains("resume")) c.resume_from = ctx.blobs->PathOf(t["resume"].get<std::string>());
-  auto r = ml::Train(c);
+  auto ml = ml::LoadMl();
+  if (!ml.ok()) return ml.status();
+  auto r = (*ml)->train(c);
   if (!r.ok()) return r.status();
   json params = t;
   params.erase("dataset");

@@ -1,5 +1,7 @@
 #include "ml/trainer.h"
 
+#include "ml/api.h"
+
 #include <torch/torch.h>
 #include <zlib.h>
 
@@ -334,3 +336,11 @@ Result<Predictions> Predict(const std::string& checkpoint_path, const std::strin
 }
 
 }  // namespace claw::ml
+
+// The library's one exported symbol (api.h; everything else is hidden).
+extern "C" __attribute__((visibility("default"))) const claw::ml::MlApi* claw_ml_api() {
+  static const claw::ml::MlApi api{claw::ml::kMlApiVersion, &claw::ml::Train,
+                                   &claw::ml::Predict, &claw::ml::CountImages};
+  return &api;
+}
+

@@ -1,0 +1,30 @@
+// The ML library (libclaw_ml.so: trainer.h over libtorch), loaded on first
+// use.
+//
+// libtorch is large (~340 shared libraries, 150 MB resident once loaded), and
+// every worker process, the coordinator and the CLI would carry it if `claw`
+// linked it; measurably, even a Monte Carlo task ran ~1.5% slower in such a
+// worker. So only processes that run a train or infer task load it, with
+// dlopen, from: $CLAW_ML_LIBRARY, else libclaw_ml.so beside the executable,
+// else where the build put it.
+#pragma once
+
+#include "ml/trainer.h"
+
+namespace claw::ml {
+
+struct MlApi {
+  int version;  // kMlApiVersion
+  Result<TrainOutcome> (*train)(const TrainConfig& config);
+  Result<Predictions> (*predict)(const std::string& checkpoint_path, const std::string& images,
+                                 const std::string& labels, size_t begin, size_t end, int threads);
+  Result<size_t> (*count_images)(const std::string& images);
+};
+inline constexpr int kMlApiVersion = 1;
+
+// The library's entry points. FailedPrecondition saying where it looked and
+// why it failed when it cannot be loaded (e.g. an agent without libtorch).
+// Thread-safe; loads once per process.
+Result<const MlApi*> LoadMl();
+
+}  // namespace claw::ml

@@ -1,0 +1,66 @@
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <vector>
+
+#include "ml/api.h"
+
+namespace claw::ml {
+namespace {
+
+std::string ExecutableDir() {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : exe.parent_path().string();
+}
+
+Result<const MlApi*> Load() {
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("CLAW_ML_LIBRARY")) candidates.push_back(env);
+  std::string dir = ExecutableDir();
+#ifdef __APPLE__
+  const char* name = "libclaw_ml.dylib";
+#else
+  const char* name = "libclaw_ml.so";
+#endif
+  if (!dir.empty()) candidates.push_back(dir + "/" + name);
+#ifdef CLAW_ML_LIBRARY_PATH
+  candidates.push_back(CLAW_ML_LIBRARY_PATH);
+#endif
+  std::string why;
+  for (const std::string& path : candidates) {
+    if (!std::filesystem::exists(path)) {
+      why += " " + path + " (absent);";
+      continue;
+    }
+    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      why += " " + path + " (" + dlerror() + ");";
+      continue;
+    }
+    using Entry = const MlApi* (*)();
+    auto entry = reinterpret_cast<Entry>(dlsym(handle, "claw_ml_api"));
+    const MlApi* api = entry ? entry() : nullptr;
+    if (!api || api->version != kMlApiVersion) {
+      why += " " + path + " (not this version's ML library);";
+      continue;
+    }
+    return api;  // kept loaded for the life of the process
+  }
+  return FailedPrecondition("this process cannot run ML tasks: no usable libclaw_ml (built with "
+                            "libtorch) at" + why);
+}
+
+}  // namespace
+
+Result<const MlApi*> LoadMl() {
+  static std::once_flag once;
+  static Result<const MlApi*> loaded = FailedPrecondition("not loaded");
+  std::call_once(once, [] { loaded = Load(); });
+  return loaded;
+}
+
+}  // namespace claw::ml
