@@ -432,6 +432,15 @@ class SqliteStore final : public Store {
                        s.Text(8)};
   }
 
+  Status InsertTask(const TaskRecord& t) {
+    return insert_task_.Bind(":job", t.job)
+        .Bind(":idx", int64_t{t.index})
+        .BindBlob(":params", t.params)
+        .Bind(":cost", t.cost_flop)
+        .Bind(":target", int64_t{t.target})
+        .Exec();
+  }
+
   Status ApplyLocked(const StoreBatch& b) {
     for (const auto& nj : b.new_jobs) {
       const JobRecord& j = nj.job;
@@ -442,24 +451,10 @@ class SqliteStore final : public Store {
                                .Bind(":created", j.created.us)
                                .Bind(":n", int64_t{j.n_tasks})
                                .Exec());
-      for (const auto& t : nj.tasks) {
-        CLAW_RETURN_IF_ERROR(insert_task_.Bind(":job", t.job)
-                                 .Bind(":idx", int64_t{t.index})
-                                 .BindBlob(":params", t.params)
-                                 .Bind(":cost", t.cost_flop)
-                                 .Bind(":target", int64_t{t.target})
-                                 .Exec());
-      }
+      for (const auto& t : nj.tasks) CLAW_RETURN_IF_ERROR(InsertTask(t));
     }
     // Before task_updates, which may already name them.
-    for (const auto& t : b.tasks_added) {
-      CLAW_RETURN_IF_ERROR(insert_task_.Bind(":job", t.job)
-                               .Bind(":idx", int64_t{t.index})
-                               .BindBlob(":params", t.params)
-                               .Bind(":cost", t.cost_flop)
-                               .Bind(":target", int64_t{t.target})
-                               .Exec());
-    }
+    for (const auto& t : b.tasks_added) CLAW_RETURN_IF_ERROR(InsertTask(t));
     for (const auto& l : b.leases_granted) {
       CLAW_RETURN_IF_ERROR(insert_lease_.Bind(":id", static_cast<int64_t>(l.id))
                                .Bind(":job", l.job)
