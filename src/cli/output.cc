@@ -133,6 +133,15 @@ void PrintResult(const v1::JobInfo& job, const std::string& result_json, bool js
     std::printf("%s", timing.c_str());
     return;
   }
+  if (r.is_object() && r.contains("predictions") && r["predictions"].is_string()) {  // infer
+    const std::string& p = r["predictions"].get_ref<const std::string&>();
+    std::printf("%s: %zu predictions", job.job_id().c_str(), p.size());
+    if (r.contains("accuracy")) std::printf(", accuracy %.4f", r["accuracy"].get<double>());
+    std::printf(", %.0f images/s of task time\n  first: %s%s\n  (--json for all of them)\n%s",
+                r.value("images_per_second", 0.0), p.substr(0, 60).c_str(),
+                p.size() > 60 ? "..." : "", timing.c_str());
+    return;
+  }
   if (r.is_object() && r.contains("trials") && r["trials"].is_array()) {
     if (!csv) std::printf("%s: %zu trials\n", job.job_id().c_str(), r["trials"].size());
     PrintTrials(r, csv);
