@@ -382,7 +382,8 @@ void Coordinator::RequireOutputBlobs(const std::vector<const App*>& apps,
                                      v1::AgentMessage& msg) const {
   std::vector<int> missing;  // indexes into msg.results()
   for (int i = 0; i < msg.results_size(); ++i) {
-    if (!apps[i]) continue;  // a stale lease: the scheduler ignores it anyway
+    // A stale lease (the scheduler ignores it anyway), or an app without files.
+    if (!apps[i] || !apps[i]->HasFiles()) continue;
     for (const std::string& h : apps[i]->OutputBlobs(msg.results(i).output())) {
       if (!options_.blobs || !options_.blobs->Has(h)) {
         v1::TaskFailure* f = msg.add_failures();
