@@ -144,7 +144,7 @@ void Agent::TransferLoop() {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(4 << 20);
   BlobClient client(grpc::CreateCustomChannel(options_.coordinator, Credentials(), args),
-                    AgentBlobAuth(identity_.agent_id, identity_.secret_key, clock_));
+                    AgentBlobAuth(identity_.agent_id, identity_.secret_key, clock_), &stop_);
   for (;;) {
     Transfer t;
     {

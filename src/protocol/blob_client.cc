@@ -30,8 +30,11 @@ struct BlobClient::Stub {
   std::unique_ptr<v1::BlobService::Stub> stub;
 };
 
-BlobClient::BlobClient(std::shared_ptr<grpc::Channel> channel, Authenticate authenticate)
-    : stub_(new Stub{v1::BlobService::NewStub(channel)}), authenticate_(std::move(authenticate)) {}
+BlobClient::BlobClient(std::shared_ptr<grpc::Channel> channel, Authenticate authenticate,
+                       const std::atomic<bool>* stop)
+    : stub_(new Stub{v1::BlobService::NewStub(channel)}),
+      authenticate_(std::move(authenticate)),
+      stop_(stop) {}
 
 BlobClient::~BlobClient() = default;
 
@@ -51,7 +54,7 @@ Status BlobClient::Get(const std::string& sha256,
   while (st.ok() && reader->Read(&chunk)) {
     sha.Update(chunk.data());
     got += chunk.data().size();
-    st = sink(chunk.data());
+    st = Stopped() ? Unavailable("blob " + sha256 + ": stopped") : sink(chunk.data());
   }
   if (!st.ok()) {
     ctx.TryCancel();
@@ -114,9 +117,14 @@ Status BlobClient::Put(
     first = false;
     chunk.set_data(d.data(), d.size());
     // false: the server ended the call (it has the blob, or refused it).
-    open = writer->Write(chunk);
+    open = !Stopped() && writer->Write(chunk);
     return open;
   });
+  if (Stopped()) {
+    ctx.TryCancel();
+    writer->Finish();
+    return Unavailable("upload of " + sha256 + ": stopped");
+  }
   if (first && open) writer->Write(chunk);  // an empty blob: one chunk with the name
   writer->WritesDone();
   grpc::Status done = writer->Finish();

@@ -6,6 +6,7 @@
 // Thread-compatible: one BlobClient per thread (the channel may be shared).
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -26,7 +27,10 @@ class BlobClient {
   // Adds a call's credentials (metadata) for a call about blob `sha256`.
   using Authenticate = std::function<void(grpc::ClientContext& ctx, const std::string& sha256)>;
 
-  BlobClient(std::shared_ptr<grpc::Channel> channel, Authenticate authenticate);
+  // `stop`, if given, ends a transfer in progress (Unavailable) once it is
+  // set: a process shutting down does not wait out a large download.
+  BlobClient(std::shared_ptr<grpc::Channel> channel, Authenticate authenticate,
+             const std::atomic<bool>* stop = nullptr);
   ~BlobClient();
 
   // Makes sure the blob is in `dir`, downloading it if needed. The download
@@ -48,9 +52,12 @@ class BlobClient {
   Status Put(const std::string& sha256, uint64_t size,
              const std::function<Status(const std::function<bool(std::string_view)>&)>& source);
 
+  bool Stopped() const { return stop_ && stop_->load(); }
+
   struct Stub;
   std::unique_ptr<Stub> stub_;
   Authenticate authenticate_;
+  const std::atomic<bool>* stop_;
 };
 
 // An Authenticate for agents: signs BlobCallMessage with the agent's key.
