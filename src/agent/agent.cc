@@ -202,6 +202,7 @@ v1::DeviceReport Agent::Device() const {
   if (pages > 0 && page > 0) d.set_memory_bytes(static_cast<uint64_t>(pages) * page);
   d.set_flops(flops_);
   d.set_slots(static_cast<uint32_t>(slots_));
+  for (const std::string& a : runnable_apps_) d.add_apps(a);
   return d;
 }
 
@@ -300,6 +301,14 @@ Status Agent::Run() {
   popts.workers = slots_;
   popts.executable = options_.worker_executable;
   popts.limits = options_.limits;
+  for (const std::string& name : apps_.Names()) {
+    Status st = apps_.Find(name)->Runnable();
+    if (st.ok()) {
+      runnable_apps_.push_back(name);
+    } else {
+      log_->warn("app {} is not offered here: {}", name, st.message());
+    }
+  }
   blobs_ = std::make_unique<BlobDir>(options_.state_dir + "/blobs");
   CLAW_RETURN_IF_ERROR(blobs_->Init());
   popts.blob_dir = blobs_->root();

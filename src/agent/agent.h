@@ -144,6 +144,7 @@ class Agent {
   size_t slots_ = 1;
   std::unique_ptr<WorkerPool> pool_;
   AppRegistry apps_;
+  std::vector<std::string> runnable_apps_;  // offered to the coordinator (Device)
   std::unique_ptr<BlobDir> blobs_;
 
   std::thread transfer_thread_;

@@ -341,6 +341,8 @@ Result<json> ExecApp::Merge(const JobSpec&, const std::vector<std::string_view>&
   return json{{"tasks", std::move(tasks)}};
 }
 
+Status ExecApp::Runnable() const { return SandboxAvailable(); }
+
 std::vector<std::string> ExecApp::SpecInputBlobs(const JobSpec& spec) const {
   return spec.params.is_object() && spec.params.contains("inputs") ? BlobHashesIn(spec.params["inputs"])
                                                                    : std::vector<std::string>{};

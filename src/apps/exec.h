@@ -52,6 +52,7 @@ class ExecApp final : public App {
   bool Equivalent(std::string_view a, std::string_view b) const override { return a == b; }
   Redundancy DefaultRedundancy() const override { return {2, 2}; }
   bool HasFiles() const override { return true; }
+  Status Runnable() const override;
   std::vector<std::string> SpecInputBlobs(const JobSpec& spec) const override;
   std::vector<std::string> TaskInputBlobs(std::string_view task_params) const override;
   std::vector<std::string> OutputBlobs(std::string_view task_output) const override;

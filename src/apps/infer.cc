@@ -142,6 +142,8 @@ bool InferApp::Equivalent(std::string_view a, std::string_view b) const {
   return static_cast<double>(same) >= kAgreement * static_cast<double>(p.size());
 }
 
+Status InferApp::Runnable() const { return ml::FindMl().status(); }
+
 std::vector<std::string> InferApp::SpecInputBlobs(const JobSpec& spec) const {
   auto in = ReadInputs(spec.params, "params");
   if (!in.ok()) return {};

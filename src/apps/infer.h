@@ -35,6 +35,7 @@ class InferApp final : public App {
                                const std::vector<std::string_view>& outputs) const override;
   bool Equivalent(std::string_view a, std::string_view b) const override;
   bool HasFiles() const override { return true; }
+  Status Runnable() const override;
   std::vector<std::string> SpecInputBlobs(const JobSpec& spec) const override;
   std::vector<std::string> TaskInputBlobs(std::string_view task_params) const override;
 };

@@ -247,6 +247,10 @@ Result<json> SweepApp::Merge(const JobSpec& spec, const std::vector<std::string_
   return out;
 }
 
+std::vector<std::string> SweepApp::Needs(const JobSpec& spec) const {
+  return {"sweep", spec.params.is_object() ? spec.params.value("app", "train") : "train"};
+}
+
 bool SweepApp::Grows(const JobSpec& spec) const {
   return spec.params.is_object() && spec.params.value("method", "") == "asha";
 }

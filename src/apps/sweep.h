@@ -53,6 +53,7 @@ class SweepApp final : public App {
                                const std::vector<std::string_view>& outputs) const override;
   bool Equivalent(std::string_view a, std::string_view b) const override;
   bool HasFiles() const override { return true; }
+  std::vector<std::string> Needs(const JobSpec& spec) const override;
   bool Grows(const JobSpec& spec) const override;
   std::vector<TaskSpec> Expand(const JobSpec& spec, const std::vector<TaskView>& tasks,
                                uint32_t settled) const override;

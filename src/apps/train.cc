@@ -179,6 +179,8 @@ bool TrainApp::Equivalent(std::string_view a, std::string_view b) const {
          std::abs(lx - ly) <= kLossTolerance * std::max(std::abs(lx), std::abs(ly));
 }
 
+Status TrainApp::Runnable() const { return ml::FindMl().status(); }
+
 std::vector<std::string> TrainApp::SpecInputBlobs(const JobSpec& spec) const {
   return TaskInputBlobs(spec.params.dump());
 }

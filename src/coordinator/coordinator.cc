@@ -23,6 +23,10 @@ Status ValidateDevice(const v1::DeviceReport& d) {
   if (d.cores() > 4096) return InvalidArgument("device.cores: more than 4096");
   if (d.slots() > 1024) return InvalidArgument("device.slots: more than 1024");
   if (!(d.flops() >= 0 && d.flops() < 1e18)) return InvalidArgument("device.flops: out of range");
+  if (d.apps_size() > 256) return InvalidArgument("device.apps: more than 256");
+  for (const auto& a : d.apps()) {
+    if (a.size() > 64) return InvalidArgument("device.apps: a name longer than 64 bytes");
+  }
   return Status::Ok();
 }
 
@@ -254,6 +258,7 @@ Result<AgentId> Coordinator::OpenSession(const v1::Hello& hello, SessionSink* si
   session_of_[id] = sink;
   std::vector<LeaseId> held(hello.held_leases().begin(), hello.held_leases().end());
   sched_.SetAgentSlots(id, hello.device().slots());
+  sched_.SetAgentApps(id, {hello.device().apps().begin(), hello.device().apps().end()});
   std::vector<LeaseId> invalid = sched_.AgentConnected(id, hello.device().flops(), held, now);
   v1::CoordinatorMessage welcome;
   welcome.mutable_config()->set_heartbeat_ms(

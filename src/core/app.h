@@ -48,6 +48,12 @@ class App {
   virtual bool Equivalent(std::string_view a, std::string_view b) const = 0;
   // Replication and quorum for jobs that do not set them. Apps whose results
   // cannot be checked cheaply any other way should ask for 2/2.
+  // Whether this process can run the app's tasks (exec needs a sandbox,
+  // train and infer the ML library). Agents report what they can run, and
+  // get only tasks they can.
+  virtual Status Runnable() const { return Status::Ok(); }
+  // The apps an agent must be able to run to take this job's tasks.
+  virtual std::vector<std::string> Needs(const JobSpec& spec) const { return {spec.app}; }
   struct Redundancy {
     uint32_t replication = 1;
     uint32_t quorum = 1;

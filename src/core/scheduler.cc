@@ -36,6 +36,7 @@ struct Scheduler::Job {
   JobRecord record;
   JobSpec spec;
   const App* app = nullptr;
+  std::vector<std::string> needs;  // apps an agent must run to take its tasks
   std::vector<Task> tasks;  // emptied once the job ends
   std::deque<uint32_t> pending;
   uint32_t done = 0;
@@ -60,6 +61,7 @@ struct Scheduler::Agent {
   std::string owner;  // empty: unknown (then only the agent itself counts)
   uint32_t slots = 1;
   double held_seconds = 0;  // estimated run time of the tasks it holds
+  std::vector<std::string> apps;  // what it can run; empty: all
   bool connected = false;
   uint32_t demand = 0;
   double flops = 0;
@@ -115,6 +117,7 @@ Status Scheduler::Restore(RecoveredState state, Time now) {
       }
       job->spec = std::move(spec).value();
       job->app = apps_->Find(job->spec.app);
+      job->needs = job->app->Needs(job->spec);
       job->tasks.resize(rec.n_tasks);
       rec.task_runtime_us = 0;  // summed again from the stored tasks below
     }
@@ -222,6 +225,7 @@ Status Scheduler::AddJob(const JobId& id, const std::string& owner, PlannedJob p
   job->record.created = now;
   job->record.n_tasks = static_cast<uint32_t>(planned.tasks.size());
   job->spec = std::move(planned.spec);
+  job->needs = job->app->Needs(job->spec);
 
   NewJob persisted;
   persisted.job = job->record;
@@ -359,6 +363,10 @@ void Scheduler::SetAgentOwner(const AgentId& id, const std::string& owner) {
   AgentFor(id).owner = owner;
 }
 
+void Scheduler::SetAgentApps(const AgentId& id, std::vector<std::string> apps) {
+  AgentFor(id).apps = std::move(apps);
+}
+
 void Scheduler::SetAgentSlots(const AgentId& id, uint32_t slots) {
   AgentFor(id).slots = std::max<uint32_t>(slots, 1);
 }
@@ -486,6 +494,11 @@ uint32_t Scheduler::TakeFrom(Job& job, Agent& agent, uint32_t n, Time now,
   // Bounded, so that an agent that has seen most of a long queue does not
   // make every dispatch walk all of it.
   constexpr size_t kMaxSkips = 256;
+  if (!agent.apps.empty()) {  // it said what it can run: only those
+    for (const std::string& need : job.needs) {
+      if (std::find(agent.apps.begin(), agent.apps.end(), need) == agent.apps.end()) return 0;
+    }
+  }
   std::vector<uint32_t> aside;
   uint32_t granted = 0;
   while (granted < n && !job.pending.empty() && aside.size() < kMaxSkips) {

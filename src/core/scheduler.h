@@ -224,6 +224,9 @@ class Scheduler {
   void SetAgentOwner(const AgentId& agent, const std::string& owner);
   // How many tasks the agent runs at once (its worker processes).
   void SetAgentSlots(const AgentId& agent, uint32_t slots);
+  // The apps the agent can run (empty: all); it gets tasks only of jobs
+  // whose App::Needs it has.
+  void SetAgentApps(const AgentId& agent, std::vector<std::string> apps);
   // The app of the lease's task; nullptr for an unknown (ended) lease.
   const App* AppOfLease(LeaseId lease) const;
   // The agent can take `slots` more tasks.

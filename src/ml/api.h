@@ -26,5 +26,8 @@ inline constexpr int kMlApiVersion = 1;
 // why it failed when it cannot be loaded (e.g. an agent without libtorch).
 // Thread-safe; loads once per process.
 Result<const MlApi*> LoadMl();
+// Where LoadMl would load the library from, without loading it (cheap: for
+// agents saying what they can run). FailedPrecondition if nowhere.
+Result<std::string> FindMl();
 
 }  // namespace claw::ml

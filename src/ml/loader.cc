@@ -17,7 +17,7 @@ std::string ExecutableDir() {
   return ec ? std::string() : exe.parent_path().string();
 }
 
-Result<const MlApi*> Load() {
+std::vector<std::string> Candidates() {
   std::vector<std::string> candidates;
   if (const char* env = std::getenv("CLAW_ML_LIBRARY")) candidates.push_back(env);
   std::string dir = ExecutableDir();
@@ -30,6 +30,11 @@ Result<const MlApi*> Load() {
 #ifdef CLAW_ML_LIBRARY_PATH
   candidates.push_back(CLAW_ML_LIBRARY_PATH);
 #endif
+  return candidates;
+}
+
+Result<const MlApi*> Load() {
+  std::vector<std::string> candidates = Candidates();
   std::string why;
   for (const std::string& path : candidates) {
     if (!std::filesystem::exists(path)) {
@@ -55,6 +60,13 @@ Result<const MlApi*> Load() {
 }
 
 }  // namespace
+
+Result<std::string> FindMl() {
+  for (const std::string& path : Candidates()) {
+    if (std::filesystem::exists(path)) return path;
+  }
+  return FailedPrecondition("no libclaw_ml (the ML library, built with libtorch) here");
+}
 
 Result<const MlApi*> LoadMl() {
   static std::once_flag once;

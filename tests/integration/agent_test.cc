@@ -63,8 +63,8 @@ TEST_F(AgentLife, OwnerReturnPausesWorkersThenHandsTasksBack) {
       R"({"app":"montecarlo","tasks":120,"seed":5,"replication":1,"params":{"model":"european_call","paths":150000000}})";
   auto id = client.Submit(spec);
   ASSERT_TRUE(id.ok()) << id.status().ToString();
-  ASSERT_TRUE(WaitFor([&] { return ChildrenOf(shared.pid()).size() == 1; }, seconds(20)));
-  pid_t worker = ChildrenOf(shared.pid())[0];
+  ASSERT_TRUE(WaitFor([&] { return WorkersOf(shared.pid()).size() == 1; }, seconds(20)));
+  pid_t worker = WorkersOf(shared.pid())[0];
   ASSERT_TRUE(WaitFor([&] {
     auto j = client.GetJob(*id);
     return j.ok() && j->tasks_done() >= 4;

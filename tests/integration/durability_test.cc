@@ -86,18 +86,18 @@ TEST_F(Durability, WorkerKilledLosesOnlyItsTaskAndIsRespawned) {
   auto id = client.Submit(
       R"({"app":"montecarlo","tasks":200,"max_attempts":3,"replication":1,"params":{"model":"asian_call","paths":4000000,"steps":12}})");
   ASSERT_TRUE(id.ok());
-  ASSERT_TRUE(WaitFor([&] { return ChildrenOf(agent.pid()).size() == 2; }, seconds(20)));
+  ASSERT_TRUE(WaitFor([&] { return WorkersOf(agent.pid()).size() == 2; }, seconds(20)));
   ASSERT_TRUE(WaitFor([&] {
     auto j = client.GetJob(*id);
     return j.ok() && j->tasks_done() >= 10;
   }, seconds(60)));
-  std::vector<pid_t> workers = ChildrenOf(agent.pid());
+  std::vector<pid_t> workers = WorkersOf(agent.pid());
   ASSERT_EQ(workers.size(), 2u);
   ASSERT_EQ(client.GetJob(*id)->state(), "running");
   kill(workers[0], SIGKILL);
   // A fresh worker takes the dead one's place.
   EXPECT_TRUE(WaitFor([&] {
-    auto now = ChildrenOf(agent.pid());
+    auto now = WorkersOf(agent.pid());
     return now.size() == 2 && std::find(now.begin(), now.end(), workers[0]) == now.end();
   }, seconds(20)));
   v1::JobInfo end = WaitForJobEnd(client, *id);

@@ -133,8 +133,9 @@ class Process {
   int exit_code_ = -1;
 };
 
-// The pids of the direct children of `parent` (an agent's workers).
-inline std::vector<pid_t> ChildrenOf(pid_t parent) {
+// The pids of an agent's worker processes: its children running
+// `claw __worker` (not, say, the sandbox probe it runs at start).
+inline std::vector<pid_t> WorkersOf(pid_t parent) {
   std::vector<pid_t> kids;
   for (const auto& e : std::filesystem::directory_iterator("/proc")) {
     std::string name = e.path().filename();
@@ -146,7 +147,9 @@ inline std::vector<pid_t> ChildrenOf(pid_t parent) {
     std::string state;
     pid_t ppid = 0;
     rest >> state >> ppid;
-    if (ppid == parent) kids.push_back(std::stoi(name));
+    if (ppid == parent && ReadFile(e.path() / "cmdline").find("__worker") != std::string::npos) {
+      kids.push_back(std::stoi(name));
+    }
   }
   return kids;
 }

@@ -225,6 +225,23 @@ TEST_F(SchedulerTest, TheWorkBufferBoundsLongTasksAndLearnsTheirRealLength) {
   EXPECT_GE(DispatchTo("slow").size(), 50u) << "10 ms tasks: the buffer holds many";
 }
 
+// An agent that said which apps it can run (no sandbox, no ML library) gets
+// only tasks of those; one that said nothing gets any.
+TEST_F(SchedulerTest, AgentsGetOnlyTasksOfAppsTheyCanRun) {
+  auto p = ParseAndPlanJob(R"({"app":"list","tasks":3})", apps_);
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(sched_.AddJob("j1", "alice", std::move(p).value(), clock_.Now()).ok());
+  sched_.AgentConnected("narrow", 1e9, {}, clock_.Now());
+  sched_.SetAgentApps("narrow", {"echo"});
+  sched_.AddDemand("narrow", 10);
+  EXPECT_TRUE(DispatchTo("narrow").empty());
+  ASSERT_TRUE(sched_.AddJob("j2", "alice", Plan(apps_, 2), clock_.Now()).ok());
+  EXPECT_EQ(DispatchTo("narrow").size(), 2u) << "echo it can run";
+  sched_.AgentConnected("any", 1e9, {}, clock_.Now());
+  sched_.AddDemand("any", 10);
+  EXPECT_EQ(DispatchTo("any").size(), 3u);
+}
+
 TEST_F(SchedulerTest, DuplicateAndForeignResultsChangeNothing) {
   ASSERT_TRUE(sched_.AddJob("j1", "alice", Plan(apps_, 2), clock_.Now()).ok());
   sched_.AgentConnected("a1", 1e9, {}, clock_.Now());
