@@ -48,27 +48,30 @@ Result<json> TrainApp::CheckTrial(const json& params, const std::string& prefix)
     }
   }
   out["dataset"] = *dataset;
-#define CLAW_FIELD(expr, key)                   \
-  {                                             \
-    auto v = (expr);                            \
-    if (!v.ok()) return v.status();             \
-    out[key] = *v;                              \
-  }
-  CLAW_FIELD(f.OneOf("model", {"cnn", "mlp"}, "cnn"), "model");
-  CLAW_FIELD(f.Integer("width", 1, 1024, 32), "width");
-  CLAW_FIELD(f.Integer("layers", 1, 8, 2), "layers");
-  CLAW_FIELD(f.Number("dropout", 0, 0.95, 0.2), "dropout");
-  CLAW_FIELD(f.Number("lr", 1e-7, 10, 0.01), "lr");
-  CLAW_FIELD(f.Integer("batch", 1, 65536, 64), "batch");
-  CLAW_FIELD(f.Integer("epochs", 1, 1000, 1), "epochs");
-  CLAW_FIELD(f.OneOf("optimizer", {"sgd", "adam"}, "sgd"), "optimizer");
-  CLAW_FIELD(f.Number("momentum", 0, 0.999, 0.9), "momentum");
-  CLAW_FIELD(f.Number("weight_decay", 0, 1, 0), "weight_decay");
-  CLAW_FIELD(f.Integer("seed", 0, int64_t{1} << 53, 1), "seed");
-  CLAW_FIELD(f.Integer("train_limit", 0, 60000, 0), "train_limit");
-  CLAW_FIELD(f.Integer("test_limit", 0, 10000, 0), "test_limit");
-  CLAW_FIELD(f.Integer("threads", 1, 256, 1), "threads");
-#undef CLAW_FIELD
+  // Each field read with its default; the first error is the answer.
+  Status bad = Status::Ok();
+  auto put = [&](const char* key, auto value) {
+    if (!value.ok()) {
+      if (bad.ok()) bad = value.status();
+      return;
+    }
+    out[key] = *value;
+  };
+  put("model", f.OneOf("model", {"cnn", "mlp"}, "cnn"));
+  put("width", f.Integer("width", 1, 1024, 32));
+  put("layers", f.Integer("layers", 1, 8, 2));
+  put("dropout", f.Number("dropout", 0, 0.95, 0.2));
+  put("lr", f.Number("lr", 1e-7, 10, 0.01));
+  put("batch", f.Integer("batch", 1, 65536, 64));
+  put("epochs", f.Integer("epochs", 1, 1000, 1));
+  put("optimizer", f.OneOf("optimizer", {"sgd", "adam"}, "sgd"));
+  put("momentum", f.Number("momentum", 0, 0.999, 0.9));
+  put("weight_decay", f.Number("weight_decay", 0, 1, 0));
+  put("seed", f.Integer("seed", 0, int64_t{1} << 53, 1));
+  put("train_limit", f.Integer("train_limit", 0, 60000, 0));
+  put("test_limit", f.Integer("test_limit", 0, 10000, 0));
+  put("threads", f.Integer("threads", 1, 256, 1));
+  CLAW_RETURN_IF_ERROR(bad);
   if (params.contains("resume")) {
     if (!params["resume"].is_string() || !IsBlobHash(params["resume"].get_ref<const std::string&>())) {
       return InvalidArgument(prefix + ".resume: must be a checkpoint blob's SHA-256");
