@@ -77,9 +77,9 @@ Result<std::string> InferApp::Run(std::string_view task_params, const RunContext
     if (!ctx.blobs->Has(h)) return FailedPrecondition("infer task: blob " + h + " was not fetched");
   }
   int64_t shard = p.value("shard", int64_t{0}), shards = std::max<int64_t>(1, p.value("shards", int64_t{1}));
-  auto ml = ml::LoadMl();
-  if (!ml.ok()) return ml.status();
-  auto count = (*ml)->count_images(ctx.blobs->PathOf(images));
+  auto lib = ml::LoadMl();
+  if (!lib.ok()) return lib.status();
+  auto count = (*lib)->count_images(ctx.blobs->PathOf(images));
   if (!count.ok()) return count.status();
   const size_t n = *count;
   size_t begin = static_cast<size_t>(shard) * n / static_cast<size_t>(shards);
@@ -89,7 +89,7 @@ Result<std::string> InferApp::Run(std::string_view task_params, const RunContext
                 {"seconds", 0.0}, {"correct", 0}}
         .dump();
   }
-  auto r = (*ml)->predict(ctx.blobs->PathOf(model), ctx.blobs->PathOf(images),
+  auto r = (*lib)->predict(ctx.blobs->PathOf(model), ctx.blobs->PathOf(images),
                        labels.empty() ? "" : ctx.blobs->PathOf(labels), begin, end,
                        p.value("threads", 1));
   if (!r.ok()) return r.status();

@@ -129,9 +129,9 @@ Result<std::string> TrainApp::Run(std::string_view task_params, const RunContext
             ctx.blobs->PathOf(t["dataset"]["test_images"].get<std::string>()),
             ctx.blobs->PathOf(t["dataset"]["test_labels"].get<std::string>())};
   if (t.contains("resume")) c.resume_from = ctx.blobs->PathOf(t["resume"].get<std::string>());
-  auto ml = ml::LoadMl();
-  if (!ml.ok()) return ml.status();
-  auto r = (*ml)->train(c);
+  auto lib = ml::LoadMl();
+  if (!lib.ok()) return lib.status();
+  auto r = (*lib)->train(c);
   if (!r.ok()) return r.status();
   json params = t;
   params.erase("dataset");
@@ -185,11 +185,14 @@ bool TrainApp::Equivalent(std::string_view a, std::string_view b) const {
 Status TrainApp::Runnable() const { return ml::FindMl().status(); }
 
 std::vector<std::string> TrainApp::SpecInputBlobs(const JobSpec& spec) const {
-  return TaskInputBlobs(spec.params.dump());
+  return TrialBlobs(spec.params);
 }
 
 std::vector<std::string> TrainApp::TaskInputBlobs(std::string_view task_params) const {
-  json p = json::parse(task_params, nullptr, false);
+  return TrialBlobs(json::parse(task_params, nullptr, false));
+}
+
+std::vector<std::string> TrainApp::TrialBlobs(const json& p) {
   if (!p.is_object()) return {};
   std::vector<std::string> out = p.contains("dataset") ? BlobHashesIn(p["dataset"]) : std::vector<std::string>{};
   if (p.contains("resume") && p["resume"].is_string() &&

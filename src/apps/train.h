@@ -53,6 +53,10 @@ class TrainApp final : public App {
   // defaults; InvalidArgument naming the field. `prefix` names the object
   // in errors ("params").
   static Result<nlohmann::json> CheckTrial(const nlohmann::json& params, const std::string& prefix);
+
+ private:
+  // The blobs a trial's params name: the dataset's files and any checkpoint.
+  static std::vector<std::string> TrialBlobs(const nlohmann::json& params);
 };
 
 }  // namespace claw
