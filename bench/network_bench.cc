@@ -57,7 +57,7 @@ class LocalNetwork {
       AgentOptions ao;
       ao.coordinator = server_->grpc_target();
       ao.state_dir = (dir_ / ("agent" + std::to_string(i))).string();
-      ao.token = server_->enroll_tokens()[i];
+      ao.tokens = {server_->enroll_tokens()[i]};
       ao.slots = slots;
       ao.worker_executable = CLAW_BINARY;
       ao.availability.always = true;

@@ -5,18 +5,36 @@
 #   macOS:     Homebrew (untested branch).
 set -euo pipefail
 
+# Every package is named, none left to a "Recommends" (setup installs with
+# --no-install-recommends): povray only recommends povray-includes, where
+# colors.inc and the other include files live.
 DEBIAN_PACKAGES=(
+  # build
   build-essential cmake pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev
   libsqlite3-dev libsodium-dev nlohmann-json3-dev libcpp-httplib-dev libssl-dev
   libcli11-dev libspdlog-dev libzstd-dev libsystemd-dev
   libgtest-dev libbenchmark-dev
-  bubblewrap curl povray
+  # the fuzzers (clang with libFuzzer and the sanitizers' runtime)
   clang libclang-rt-14-dev
-  libtorch-dev zlib1g-dev dataset-fashion-mnist libopenblas0-openmp python3-torch
+  # ML apps: libtorch, the Fashion-MNIST dataset, a fast BLAS (OpenMP build)
+  libtorch-dev zlib1g-dev dataset-fashion-mnist libopenblas0-openmp
+  # the exec sandbox
+  bubblewrap
+  # what tests and examples run inside tasks or beside them: POV-Ray and its
+  # include files (examples/render), python3 (the render example's PNG writer,
+  # hostile-command tests), curl and sqlite3 (the README's and docs' commands)
+  povray povray-includes python3 curl sqlite3
+  # the PyTorch baseline of bench/ (bench/pytorch_fashion.py imports numpy and torch)
+  python3-torch python3-numpy
 )
+# macOS (untested here: no Mac in CI). Differences from Debian: the sandbox is
+# macOS's own sandbox-exec (no bubblewrap); Homebrew's povray carries its
+# include files; python3 comes with the Xcode command-line tools; Homebrew has
+# no Fashion-MNIST, so the ML tests and examples need its four IDX files in
+# /usr/share/datasets/fashion-mnist (or CLAW_FASHION_MNIST pointing at them).
 BREW_PACKAGES=(cmake pkg-config grpc protobuf sqlite libsodium nlohmann-json openssl
-  cpp-httplib cli11 spdlog zstd googletest google-benchmark llvm povray pytorch)
+  cpp-httplib cli11 spdlog zstd googletest google-benchmark llvm povray pytorch numpy)
 
 case "$(uname -s)" in
   Linux)

@@ -7,8 +7,14 @@
 #   examples/render/render.sh            24 frames, 320x240, into ./frames
 #   FRAMES=8 SIZE=160x120 OUT=/tmp/f examples/render/render.sh
 #
-# Needs povray (Debian: apt-get install povray; `make setup` installs it).
+# Needs povray and its include files on the agents (Debian: apt-get install
+# povray povray-includes python3; scripts/setup.sh installs them). Each task
+# runs frame.sh, which prints the end of POV-Ray's log when a frame fails.
 set -euo pipefail
+if ! command -v povray >/dev/null; then
+  echo "render.sh: povray is not installed: apt-get install povray povray-includes" >&2
+  exit 1
+fi
 here=$(cd "$(dirname "$0")" && pwd)
 claw=${CLAW:-$here/../../build/claw}
 frames=${FRAMES:-24}
@@ -27,9 +33,8 @@ for i in 1 2; do
 done
 
 job=$("$claw" -c "$target" submit --app exec --name render \
-  -i "$here/scene.pov" -i "$here/ppm2png.py" -o 'frame*.png' --range "frame=1..$frames" -- \
-  sh -c "povray +Iscene.pov +Oframe.ppm +FP +W${size%x*} +H${size#*x} +A0.3 -D +WT1 \
-         +KFI1 +KFF$frames +SF{frame} +EF{frame} 2>povray.log && python3 ppm2png.py")
+  -i "$here/scene.pov" -i "$here/frame.sh" -i "$here/ppm2png.py" -o 'frame*.png' \
+  --range "frame=1..$frames" -- sh frame.sh {frame} "$frames" "${size%x*}" "${size#*x}")
 echo "job $job: $frames frames of $size on 2 agents, each rendered twice"
 start=$SECONDS
 while "$claw" -c "$target" status "$job" --json | grep -q '"state": *"running"'; do sleep 0.2; done

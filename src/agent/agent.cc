@@ -16,6 +16,7 @@
 #include "apps/registry.h"
 #include "common/files.h"
 #include "protocol/blob_client.h"
+#include "protocol/grpc_status.h"
 #include "protocol/signing.h"
 
 namespace claw {
@@ -231,17 +232,18 @@ Status Agent::LoadOrEnroll() {
     return InvalidArgument(path + ": unreadable identity (or from a version without the "
                                   "coordinator's key); remove it and enroll again");
   }
-  if (options_.token.empty()) {
+  if (options_.tokens.empty()) {
     return FailedPrecondition("this agent is not enrolled: pass --token (one-time token from "
-                              "the coordinator's enroll-tokens file)");
+                              "the coordinator's enroll-tokens file, or `claw enroll-token`)");
   }
   KeyPair kp = GenerateSigningKey();
   v1::EnrollRequest req;
-  req.set_token(options_.token);
   req.set_public_key(kp.public_key);
   *req.mutable_device() = Device();
   Duration backoff = options_.backoff_initial;
+  size_t next_token = 0;
   while (!stop_) {
+    req.set_token(options_.tokens[next_token]);
     auto channel = grpc::CreateChannel(options_.coordinator, Credentials());
     auto stub = v1::AgentService::NewStub(channel);
     grpc::ClientContext ctx;
@@ -263,11 +265,21 @@ Status Agent::LoadOrEnroll() {
       log_->info("enrolled agent={} coordinator={}", identity_.agent_id, options_.coordinator);
       return Status::Ok();
     }
+    if (st.error_code() == grpc::StatusCode::PERMISSION_DENIED &&
+        next_token + 1 < options_.tokens.size()) {
+      ++next_token;  // used by another agent, or expired: the next one
+      continue;
+    }
     if (st.error_code() != grpc::StatusCode::UNAVAILABLE &&
         st.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
-      return PermissionDenied("enrollment refused: " + st.error_message());
+      return PermissionDenied("enrollment refused: " + st.error_message() +
+                              (options_.tokens.size() > 1
+                                   ? " (each of the " + std::to_string(options_.tokens.size()) +
+                                         " tokens given)"
+                                   : ""));
     }
-    log_->warn("coordinator unreachable for enrollment: {}; retrying", st.error_message());
+    log_->warn("coordinator unreachable for enrollment: {}; retrying",
+               DescribeUnreachable(st, transport()));
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, options_.backoff_max);
   }
@@ -301,12 +313,15 @@ Status Agent::Run() {
   popts.workers = slots_;
   popts.executable = options_.worker_executable;
   popts.limits = options_.limits;
+  std::string offered, missing;
   for (const std::string& name : apps_.Names()) {
     Status st = apps_.Find(name)->Runnable();
     if (st.ok()) {
       runnable_apps_.push_back(name);
+      offered += (offered.empty() ? "" : ", ") + name;
     } else {
       log_->warn("app {} is not offered here: {}", name, st.message());
+      missing += "\n  not " + name + ": " + st.message();
     }
   }
   blobs_ = std::make_unique<BlobDir>(options_.state_dir + "/blobs");
@@ -319,6 +334,10 @@ Status Agent::Run() {
   CLAW_RETURN_IF_ERROR(pool_->Start());
   log_->info("agent running agent={} slots={} flops_per_slot={:.3g} coordinator={}",
              identity_.agent_id, slots_, flops_, options_.coordinator);
+  if (options_.on_running) {
+    options_.on_running("agent " + identity_.agent_id + " of coordinator " + options_.coordinator +
+                        ": " + std::to_string(slots_) + " slot(s); runs " + offered + missing);
+  }
 
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(16 << 20);
@@ -376,7 +395,8 @@ Agent::SessionEnd Agent::ServeSession(Session& s) {
   for (const auto& [l, r] : unacked_) outbox_.push_back(l);  // re-send what was not acked
   if (!s.Open(hello)) {
     grpc::Status st = s.Finish();
-    return {Unavailable(st.error_message().empty() ? "cannot open session" : st.error_message())};
+    return {Unavailable(st.error_message().empty() ? "cannot open session"
+                                                   : DescribeUnreachable(st, transport()))};
   }
   bool had_traffic = false;
   last_send_ = clock_->Now();
@@ -407,7 +427,7 @@ Agent::SessionEnd Agent::ServeSession(Session& s) {
   std::string why = st.ok()                       ? "the coordinator ended the session"
                     : st.error_message().empty() ? "connection lost (code " +
                                                        std::to_string(st.error_code()) + ")"
-                                                 : st.error_message();
+                                                 : DescribeUnreachable(st, transport());
   return {Unavailable(why), had_traffic};
 }
 

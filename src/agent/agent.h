@@ -23,6 +23,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -44,18 +45,28 @@ class ChannelCredentials;
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "protocol/grpc_status.h"
 
 namespace claw {
 
 struct AgentOptions {
   std::string coordinator = "127.0.0.1:7450";
   std::string state_dir = "./claw-agent";  // identity.json (0600) lives here
-  std::string token;                       // one-time enrollment token (first start only)
+  // One-time enrollment tokens (first start only), tried in order: the first
+  // the coordinator accepts enrolls the agent, and one it refuses as used or
+  // expired moves on to the next. The coordinator consumes a token
+  // atomically, so agents started together on one list (--token-file) each
+  // get a token of their own.
+  std::vector<std::string> tokens;
   // The coordinator's CA certificate (PEM) to pin; empty: plaintext, for a
   // coordinator run with --insecure-local.
   std::string ca_pem;
   size_t slots = 0;                        // worker processes; 0: one per core
   std::string worker_executable;           // default: this executable
+  // Called once from Run() when the agent is enrolled and its workers are
+  // up, with a line saying who it is and which apps it offers (and why not
+  // the others): `claw agent --detach` returns with it.
+  std::function<void(const std::string& summary)> on_running;
   WorkerLimits limits;
   AvailabilityOptions availability;
   Duration sensor_interval = std::chrono::seconds(1);
@@ -128,6 +139,7 @@ class Agent {
     bool was_up = false;
   };
   SessionEnd ServeSession(Session& s);
+  Transport transport() const { return options_.ca_pem.empty() ? Transport::kPlaintext : Transport::kTls; }
   std::shared_ptr<grpc::ChannelCredentials> Credentials() const;
   void Handle(Event& e, Session& s);
   bool Flush(Session& s);

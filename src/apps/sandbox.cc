@@ -141,7 +141,8 @@ Status SandboxAvailable() {
   }
 #else
   if (access(kBwrap, X_OK) != 0) {
-    return FailedPrecondition("bubblewrap (" + std::string(kBwrap) + ") is not installed");
+    return FailedPrecondition("bubblewrap (" + std::string(kBwrap) +
+                              ") is not installed: apt-get install bubblewrap");
   }
 #endif
   static const Status probe = [] {

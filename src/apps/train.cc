@@ -167,7 +167,10 @@ Result<json> TrainApp::Merge(const JobSpec&, const std::vector<std::string_view>
     }
     trials.push_back(std::move(t));
   }
-  return json{{"trials", std::move(trials)}, {"best", best}};
+  // The shape of a sweep's result: readers need to know one.
+  json out = {{"metric", "test_accuracy"}, {"mode", "max"}, {"trials", std::move(trials)}};
+  if (best >= 0) out["best"] = {{"trial", best}, {"metric", best_accuracy}};
+  return out;
 }
 
 bool TrainApp::Equivalent(std::string_view a, std::string_view b) const {

@@ -7,7 +7,9 @@ namespace claw {
 
 Client::Client(const std::string& target, std::chrono::milliseconds timeout, std::string api_token,
                const std::string& ca_pem)
-    : timeout_(timeout), api_token_(std::move(api_token)) {
+    : timeout_(timeout),
+      api_token_(std::move(api_token)),
+      transport_(ca_pem.empty() ? Transport::kPlaintext : Transport::kTls) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   args.SetMaxSendMessageSize(64 << 20);
@@ -33,7 +35,7 @@ Result<Resp> Client::Unary(grpc::Status (v1::ClientService::Stub::*method)(grpc:
   grpc::ClientContext ctx;
   Prepare(&ctx);
   Resp resp;
-  Status st = FromGrpc((stub_.get()->*method)(&ctx, req, &resp));
+  Status st = FromGrpc((stub_.get()->*method)(&ctx, req, &resp), transport_);
   if (!st.ok()) return st;
   return resp;
 }
@@ -109,7 +111,7 @@ Result<v1::JobInfo> Client::Watch(const std::string& id,
     on_update(info);
     last = info;
   }
-  Status st = FromGrpc(reader->Finish());
+  Status st = FromGrpc(reader->Finish(), transport_);
   if (!st.ok()) return st;
   if (!any) return Unavailable("watch ended without news of job " + id);
   return last;

@@ -49,6 +49,7 @@ class Client {
   std::unique_ptr<v1::ClientService::Stub> stub_;
   std::chrono::milliseconds timeout_;
   std::string api_token_;
+  Transport transport_;
 };
 
 }  // namespace claw

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -16,8 +17,10 @@
 #include "apps/registry.h"
 #include "cli/client.h"
 #include "cli/demo.h"
+#include "cli/detach.h"
 #include "cli/output.h"
 #include "common/crypto.h"
+#include "common/files.h"
 #include "coordinator/certificates.h"
 #include "coordinator/server.h"
 
@@ -35,6 +38,10 @@ void InstallSignalHandlers() {
   sigaction(SIGTERM, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 }
+
+// Exit codes of client commands (docs/operations.md).
+constexpr int kExitUsage = 1;
+constexpr int kExitJobFailed = 4;  // the job waited for failed or was cancelled
 
 int Fail(const Status& st) {
   std::fprintf(stderr, "error: %s\n", st.ToString().c_str());
@@ -63,10 +70,26 @@ Client Connect(const ClientConfig& c) {
   return Client(c.coordinator, std::chrono::seconds(30), c.api_token, ca);
 }
 
+// `text` as one line of at most `max` characters, for a table cell.
+std::string OneLine(std::string text, size_t max) {
+  std::replace_if(text.begin(), text.end(), [](char c) { return c == '\n' || c == '\r' || c == '\t'; },
+                  ' ');
+  if (text.size() > max) text = text.substr(0, max - 3) + "...";
+  return text;
+}
+
+void PrintJobHeader() {
+  std::printf("%-14s %-10s %-10s %-9s %15s %7s  %s\n", "JOB", "APP", "NAME", "STATE",
+              "DONE/TASKS", "RUNNING", "ERROR");
+}
+
+// One row of the jobs table; the error cut to one line (claw status JOB
+// prints it whole).
 void PrintJob(const v1::JobInfo& j) {
-  std::printf("%-14s %-10s %-10s %-9s %7u/%-7u running %-5u %s\n", j.job_id().c_str(),
-              j.app().c_str(), j.name().empty() ? "-" : j.name().c_str(), j.state().c_str(),
-              j.tasks_done(), j.tasks_total(), j.tasks_running(), j.error().c_str());
+  std::string tasks = std::to_string(j.tasks_done()) + "/" + std::to_string(j.tasks_total());
+  std::printf("%-14s %-10s %-10s %-9s %15s %7u  %s\n", j.job_id().c_str(), j.app().c_str(),
+              j.name().empty() ? "-" : OneLine(j.name(), 10).c_str(), j.state().c_str(),
+              tasks.c_str(), j.tasks_running(), OneLine(j.error(), 60).c_str());
 }
 
 // ---- coordinator ------------------------------------------------------------------
@@ -111,24 +134,84 @@ void AddCoordinator(CLI::App& cli) {
                 existed ? "already initialised:" : "initialised", d, d,
                 ToHex(key->substr(32)).c_str(), d, d);
   });
-  cmd->callback([opts, grace_s, init] {
-    if (init->parsed()) return;
+  auto* stop = cmd->add_subcommand("stop", "Stop the coordinator running on --data");
+  stop->add_option("--data", opts->data_dir, "Data directory")->capture_default_str();
+  stop->callback([opts] {
+    Status st = StopService(opts->data_dir + "/coordinator.json", "the coordinator",
+                            std::chrono::seconds(30));
+    if (!st.ok()) throw CLI::RuntimeError(Fail(st));
+    std::printf("coordinator on %s stopped\n", opts->data_dir.c_str());
+  });
+  auto detach = std::make_shared<bool>(false);
+  cmd->add_flag("--detach", *detach,
+                "Run in the background: return once it listens (log in DATA/coordinator.log; "
+                "`claw coordinator stop --data DATA` ends it)");
+  cmd->fallthrough();
+  init->fallthrough();
+  stop->fallthrough();
+  cmd->callback([opts, grace_s, init, stop, detach] {
+    if (init->parsed() || stop->parsed()) return;
     opts->http_host = opts->grpc_host;
     opts->coordinator.scheduler.session_grace =
         Duration(static_cast<int64_t>(*grace_s * 1e6));
+    DetachedChild child;
+    if (*detach) {
+      std::error_code ec;
+      std::filesystem::create_directories(opts->data_dir, ec);
+      auto c = Detach(opts->data_dir + "/coordinator.log", std::chrono::seconds(60));
+      if (!c.ok()) throw CLI::RuntimeError(Fail(c.status()));
+      child = std::move(c).value();
+    }
     AppRegistry apps = BuiltinApps();
     auto server = CoordinatorServer::Start(*opts, &apps, MakeLogger("coordinator"));
-    if (!server.ok()) throw CLI::RuntimeError(Fail(server.status()));
+    if (!server.ok()) {
+      int code = Fail(server.status());
+      child.Failed(code, server.status().ToString());
+      throw CLI::RuntimeError(code);
+    }
     InstallSignalHandlers();
-    std::printf("coordinator: grpc %s  http %s  data %s\n", (*server)->grpc_target().c_str(),
-                (*server)->http_url().c_str(), opts->data_dir.c_str());
+    std::string where = "coordinator: grpc " + (*server)->grpc_target() + "  http " +
+                        (*server)->http_url() + "  data " + opts->data_dir;
+    std::printf("%s\n", where.c_str());
     std::fflush(stdout);
+    child.Ready(where + "  (pid " + std::to_string(getpid()) + ", log " + opts->data_dir +
+                "/coordinator.log)");
     while (!g_interrupted) usleep(100'000);
     (*server)->Shutdown();
   });
 }
 
 // ---- agent ----------------------------------------------------------------------------
+
+// Reads an agent's --config file: the same settings as the flags, by the
+// names the README gives. An unknown key or a wrong type is refused, named.
+Status ApplyAgentConfig(const std::string& path, AgentOptions* opts, double* idle_min,
+                        bool* allow_battery, double* grace_s) {
+  std::ifstream f(path);
+  if (!f) return NotFound("cannot read --config " + path);
+  auto j = nlohmann::json::parse(f, nullptr, false);
+  if (!j.is_object()) return InvalidArgument(path + ": not a JSON object");
+  static const char* kKeys[] = {"max_other_cpu", "idle_minutes", "allow_battery",
+                                "grace_s",       "slots",        "always"};
+  for (const auto& [key, value] : j.items()) {
+    if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) {
+      std::string known;
+      for (const char* k : kKeys) known += (known.empty() ? "" : ", ") + std::string(k);
+      return InvalidArgument(path + ": unknown key '" + key + "' (known: " + known + ")");
+    }
+  }
+  try {
+    opts->availability.max_other_cpu = j.value("max_other_cpu", opts->availability.max_other_cpu);
+    *idle_min = j.value("idle_minutes", *idle_min);
+    *allow_battery = j.value("allow_battery", *allow_battery);
+    *grace_s = j.value("grace_s", *grace_s);
+    opts->slots = j.value("slots", opts->slots);
+    opts->availability.always = j.value("always", opts->availability.always);
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidArgument(path + ": a field has the wrong type (" + e.what() + ")");
+  }
+  return Status::Ok();
+}
 
 void AddAgent(CLI::App& cli) {
   auto* cmd = cli.add_subcommand("agent", "Run an agent that does work while the device is idle");
@@ -140,14 +223,20 @@ void AddAgent(CLI::App& cli) {
   auto grace_s = std::make_shared<double>(30);
   auto allow_battery = std::make_shared<bool>(false);
   opts->coordinator = DefaultCoordinator();
-  cmd->add_option("--coordinator", opts->coordinator, "Coordinator host:port")->capture_default_str();
+  cmd->add_option("--coordinator,-c", opts->coordinator,
+                  "Coordinator host:port (env CLAW_COORDINATOR)")
+      ->capture_default_str();
   cmd->add_option("--state", opts->state_dir, "State directory (identity key)")->capture_default_str();
-  cmd->add_option("--token", opts->token, "One-time enrollment token (first start)");
-  cmd->add_option("--token-file", *token_file, "Read the token: first line of FILE not yet used");
+  auto token = std::make_shared<std::string>();
+  cmd->add_option("--token", *token, "One-time enrollment token (first start)");
+  cmd->add_option("--token-file", *token_file,
+                  "Enroll with the first token in FILE (one a line) that is not yet used; "
+                  "agents started together on one file each get their own");
   auto ca_file = std::make_shared<std::string>();
+  if (const char* env = std::getenv("CLAW_CA")) *ca_file = env;
   cmd->add_option("--ca", *ca_file,
-                  "The coordinator's CA certificate (its <data>/ca.pem) to pin; without it, "
-                  "plaintext for a coordinator run with --insecure-local");
+                  "The coordinator's CA certificate (its <data>/ca.pem) to pin (env CLAW_CA); "
+                  "without it, plaintext for a coordinator run with --insecure-local");
   cmd->add_option("--config", *config, "JSON file with availability thresholds and slots");
   cmd->add_option("--slots", opts->slots, "Worker processes (0: one per core)")->capture_default_str();
   cmd->add_flag("--always", opts->availability.always, "Dedicated machine: ignore idle checks");
@@ -162,27 +251,33 @@ void AddAgent(CLI::App& cli) {
   cmd->add_option("--sensors-file", *sensors_file,
                   "Read availability sensors from a JSON file (rehearsal, tests)")
       ->group("");  // hidden
+  auto detach = std::make_shared<bool>(false);
+  cmd->add_flag("--detach", *detach,
+                "Run in the background: return once enrolled and working (log in "
+                "STATE/agent.log; `claw agent stop --state STATE` ends it)");
+  auto* stop = cmd->add_subcommand("stop", "Stop the agent running on --state");
+  stop->add_option("--state", opts->state_dir, "State directory")->capture_default_str();
+  stop->fallthrough();
+  stop->callback([opts] {
+    Status st = StopService(opts->state_dir + "/agent.json", "the agent", std::chrono::seconds(60));
+    if (!st.ok()) throw CLI::RuntimeError(Fail(st));
+    std::printf("agent on %s stopped\n", opts->state_dir.c_str());
+  });
+  cmd->fallthrough();
   cmd->callback([=] {
+    if (stop->parsed()) return;
     if (!config->empty()) {
-      std::ifstream f(*config);
-      auto j = nlohmann::json::parse(f, nullptr, false);
-      if (!f || !j.is_object()) throw CLI::RuntimeError(Fail(InvalidArgument(*config + ": not a JSON object")));
-      try {
-        opts->availability.max_other_cpu =
-            j.value("max_other_cpu", opts->availability.max_other_cpu);
-        *idle_min = j.value("idle_minutes", *idle_min);
-        *allow_battery = j.value("allow_battery", *allow_battery);
-        *grace_s = j.value("grace_s", *grace_s);
-        opts->slots = j.value("slots", opts->slots);
-        opts->availability.always = j.value("always", opts->availability.always);
-      } catch (const nlohmann::json::exception& e) {
-        throw CLI::RuntimeError(Fail(InvalidArgument(*config + ": a field has the wrong type (" +
-                                                     e.what() + ")")));
-      }
+      Status st = ApplyAgentConfig(*config, opts.get(), idle_min.get(), allow_battery.get(),
+                                   grace_s.get());
+      if (!st.ok()) throw CLI::RuntimeError(Fail(st));
     }
-    if (opts->token.empty() && !token_file->empty()) {
+    if (!token->empty()) opts->tokens.push_back(*token);
+    if (!token_file->empty()) {
       std::ifstream f(*token_file);
-      std::getline(f, opts->token);
+      if (!f) throw CLI::RuntimeError(Fail(NotFound("cannot read --token-file " + *token_file)));
+      for (std::string line; std::getline(f, line);) {
+        if (!line.empty()) opts->tokens.push_back(line);
+      }
     }
     opts->availability.min_user_idle = Duration(static_cast<int64_t>(*idle_min * 60e6));
     opts->availability.grace = Duration(static_cast<int64_t>(*grace_s * 1e6));
@@ -193,6 +288,23 @@ void AddAgent(CLI::App& cli) {
       if (!pem.ok()) throw CLI::RuntimeError(Fail(pem.status()));
       opts->ca_pem = *pem;
     }
+    std::error_code ec;
+    std::filesystem::create_directories(opts->state_dir, ec);
+    DetachedChild child;
+    if (*detach) {
+      auto c = Detach(opts->state_dir + "/agent.log", std::chrono::seconds(120));
+      if (!c.ok()) throw CLI::RuntimeError(Fail(c.status()));
+      child = std::move(c).value();
+    }
+    // While it runs, STATE/agent.json names its pid (for `claw agent stop`).
+    const std::string info = opts->state_dir + "/agent.json";
+    opts->on_running = [&child, info, state = opts->state_dir](const std::string& summary) {
+      (void)WriteFileAtomically(info, nlohmann::json{{"pid", getpid()}}.dump() + "\n", 0644);
+      std::printf("%s\n", summary.c_str());
+      std::fflush(stdout);
+      child.Ready(summary + "\n  (pid " + std::to_string(getpid()) + ", log " + state +
+                  "/agent.log)");
+    };
     InstallSignalHandlers();
     auto sensors = sensors_file->empty() ? NewSystemSensors()
                                          : std::make_unique<FileSensors>(*sensors_file);
@@ -204,7 +316,12 @@ void AddAgent(CLI::App& cli) {
     Status st = agent.Run();
     g_interrupted = true;
     watcher.join();
-    if (!st.ok()) throw CLI::RuntimeError(Fail(st));
+    std::filesystem::remove(info, ec);
+    if (!st.ok()) {
+      int code = Fail(st);
+      child.Failed(code, st.ToString());
+      throw CLI::RuntimeError(code);
+    }
   });
 }
 
@@ -275,11 +392,10 @@ std::string BestModelOf(Client client, const std::string& job) {
   auto r = client.Results(job);
   if (!r.ok()) throw CLI::RuntimeError(Fail(r.status()));
   auto result = nlohmann::json::parse(r->result_json(), nullptr, false);
-  if (result.is_object() && result.contains("best") && result.contains("trials")) {
-    const auto& best = result["best"];
-    size_t i = best.is_object() ? best.value("trial", size_t{0}) : best.get<size_t>();
-    const auto& trial = result["trials"][i];
-    if (trial.contains("files") && !trial["files"].empty()) {
+  if (auto best = BestTrial(result)) {
+    const auto& trial = result["trials"][*best];
+    if (trial.is_object() && trial.contains("files") && trial["files"].is_array() &&
+        !trial["files"].empty() && trial["files"][0].is_object()) {
       return trial["files"][0].value("sha256", "");
     }
   }
@@ -420,6 +536,11 @@ void AddQueries(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
       std::printf("%s\n", a.dump(2).c_str());
       return;
     }
+    if (list->empty()) {
+      std::printf("no jobs yet (claw submit starts one)\n");
+      return;
+    }
+    PrintJobHeader();
     for (const auto& j : *list) PrintJob(j);
   });
 
@@ -435,12 +556,17 @@ void AddQueries(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
       std::printf("%s\n", a.dump(2).c_str());
       return;
     }
-    std::printf("%-16s %-12s %-13s %5s %9s %8s %8s %7s  %s\n", "AGENT", "HOST", "OS/ARCH",
-                "SLOTS", "GFLOPS", "VALID", "INVALID", "ERROR", "STATE");
+    if (list->empty()) {
+      std::printf("no agents enrolled yet (claw agent --token ... enrolls one)\n");
+      return;
+    }
+    std::printf("%-16s %-10s %-12s %-13s %5s %9s %8s %8s %7s  %s\n", "AGENT", "OWNER", "HOST",
+                "OS/ARCH", "SLOTS", "GFLOPS", "VALID", "INVALID", "ERROR", "STATE");
     for (const auto& a : *list) {
       std::string osarch = a.device().os() + "/" + a.device().arch();
-      std::printf("%-16s %-12.12s %-13.13s %5u %9.2f %8llu %8llu %6.1f%%  %s%s\n",
-                  a.agent_id().c_str(), a.device().hostname().c_str(), osarch.c_str(),
+      std::printf("%-16s %-10.10s %-12.12s %-13.13s %5u %9.2f %8llu %8llu %6.1f%%  %s%s\n",
+                  a.agent_id().c_str(), a.owner().empty() ? "-" : a.owner().c_str(),
+                  a.device().hostname().c_str(), osarch.c_str(),
                   a.device().slots(), a.device().flops() / 1e9,
                   static_cast<unsigned long long>(a.valid_results()),
                   static_cast<unsigned long long>(a.invalid_results()), a.error_rate() * 100,
@@ -458,8 +584,14 @@ void AddQueries(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
     if (!info.ok()) throw CLI::RuntimeError(Fail(info.status()));
     if (*json) {
       std::printf("%s\n", JobInfoToJson(*info).dump(2).c_str());
-    } else {
-      PrintJob(*info);
+      return;
+    }
+    PrintJobHeader();
+    PrintJob(*info);
+    if (info->error().find('\n') != std::string::npos || info->error().size() > 60) {
+      std::printf("error:\n  ");
+      for (char c : info->error()) std::printf(c == '\n' ? "\n  " : "%c", c);
+      std::printf("\n");
     }
   });
 
@@ -474,15 +606,24 @@ void AddQueries(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
       ->check(CLI::IsMember({"table", "csv", "json"}))
       ->capture_default_str();
   results->add_flag("--best", *best, "With --out: only the best trial's files (its model)");
+  auto wait_end = std::make_shared<bool>(false);
+  results->add_flag("--wait,-w", *wait_end, "Wait for the job to end first (with progress)");
   results->fallthrough();
   results->callback([=] {
     Client client = Connect(*target);
+    if (*wait_end) {
+      auto last = client.Watch(*job_id, [json](const v1::JobInfo& i) {
+        if (!*json) DrawProgress(i);
+      });
+      if (!last.ok()) throw CLI::RuntimeError(Fail(last.status()));
+    }
     auto r = client.Results(*job_id);
     if (!r.ok()) throw CLI::RuntimeError(Fail(r.status()));
     if (r->job().state() != "done") {
-      throw CLI::RuntimeError(Fail(FailedPrecondition(
+      int code = Fail(FailedPrecondition(
           "job " + *job_id + " is " + r->job().state() +
-          (r->job().error().empty() ? "" : ": " + r->job().error()) + "; no result")));
+          (r->job().error().empty() ? "" : ": " + r->job().error()) + "; no result"));
+      throw CLI::RuntimeError(*wait_end ? kExitJobFailed : code);
     }
     if (!out_dir->empty()) {
       auto n = DownloadOutputs(client, r->result_json(), *out_dir, *best);
@@ -498,6 +639,7 @@ void AddQueries(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
   cancel->callback([=] {
     auto info = Connect(*target).Cancel(*job_id);
     if (!info.ok()) throw CLI::RuntimeError(Fail(info.status()));
+    PrintJobHeader();
     PrintJob(*info);
   });
 }
@@ -512,7 +654,10 @@ void AddWorker(CLI::App& cli) {
   auto blob_dir = std::make_shared<std::string>();
   cmd->add_option("--slot", *slot);
   cmd->add_option("--blob-dir", *blob_dir);
-  cmd->callback([=] {
+  // CLI11 writes each option's value through the reference given above
+  // during parse(): the callback holds every one of them (a freed --slot
+  // once overwrote the blob dir's path).
+  cmd->callback([limits, slot, blob_dir] {
     AppRegistry apps = BuiltinApps();
     int rc = RunWorker(apps, *limits, *blob_dir);
     std::exit(rc);
@@ -521,9 +666,14 @@ void AddWorker(CLI::App& cli) {
 
 // ---- users ---------------------------------------------------------------------------------
 
-void AddUsers(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
+// `token_given`: whether --api-token was on the command line (it then wins
+// over the admin-token file, which wins over CLAW_TOKEN: an admin with a
+// user's token exported still adds users from the coordinator's machine).
+void AddUsers(CLI::App& cli, std::shared_ptr<ClientConfig> target,
+              std::function<bool()> token_given) {
   auto* users = cli.add_subcommand("users", "Manage users of the client API (admin)");
   users->require_subcommand(1);
+  users->fallthrough();
   auto name = std::make_shared<std::string>();
   auto tier = std::make_shared<std::string>("free");
   auto data = std::make_shared<std::string>("./claw-data");
@@ -532,16 +682,35 @@ void AddUsers(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
   add->add_option("--tier", *tier, "free, researcher, professional or enterprise")
       ->capture_default_str();
   add->add_option("--data", *data,
-                  "Coordinator data directory, to read admin-token from when no --api-token")
+                  "Coordinator data directory: the admin's token is read from its admin-token "
+                  "unless --api-token is given")
       ->capture_default_str();
+  add->fallthrough();
   add->callback([=] {
     ClientConfig c = *target;
-    if (c.api_token.empty()) {
-      std::ifstream f(*data + "/admin-token");
-      std::getline(f, c.api_token);
+    std::string admin_file = *data + "/admin-token";
+    std::string source = "--api-token";
+    if (!token_given()) {
+      std::ifstream f(admin_file);
+      if (std::string t; f && std::getline(f, t) && !t.empty()) {
+        c.api_token = t;
+        source = admin_file;
+      } else {
+        source = c.api_token.empty() ? "" : "CLAW_TOKEN";
+      }
     }
     auto token = Connect(c).AddUser(*name, *tier);
-    if (!token.ok()) throw CLI::RuntimeError(Fail(token.status()));
+    if (!token.ok()) {
+      Status st = token.status();
+      if (st.code() == StatusCode::kPermissionDenied || st.code() == StatusCode::kUnauthenticated) {
+        st = Status(st.code(),
+                    st.message() + " (the token used came from " +
+                        (source.empty() ? "nowhere" : source) + "; the admin's is in " +
+                        "admin-token in the coordinator's data directory: run this where "
+                        "that is, with --data DIR, or pass --api-token)");
+      }
+      throw CLI::RuntimeError(Fail(st));
+    }
     std::printf("%s\n", token->c_str());
     std::fflush(stdout);
     std::fprintf(stderr, "user %s (%s) created; give them the token above (CLAW_TOKEN)\n",
@@ -579,8 +748,9 @@ int RunCli(int argc, char** argv) {
   cli.add_option("--coordinator,-c", target->coordinator,
                  "Coordinator host:port for client commands (env CLAW_COORDINATOR)")
       ->capture_default_str();
-  cli.add_option("--api-token", target->api_token,
-                 "API token for client commands (env CLAW_TOKEN; `claw users add` makes one)");
+  CLI::Option* token_flag = cli.add_option(
+      "--api-token", target->api_token,
+      "API token for client commands (env CLAW_TOKEN; `claw users add` makes one)");
   cli.add_option("--ca", target->ca_file,
                  "The coordinator's CA certificate to pin (env CLAW_CA; <data>/ca.pem); "
                  "without it, plaintext for --insecure-local");
@@ -588,7 +758,7 @@ int RunCli(int argc, char** argv) {
   AddAgent(cli);
   AddSubmit(cli, target);
   AddQueries(cli, target);
-  AddUsers(cli, target);
+  AddUsers(cli, target, [token_flag] { return token_flag->count() > 0; });
   AddDemo(cli, &g_interrupted, InstallSignalHandlers);
   AddWorker(cli);
   try {
@@ -596,7 +766,9 @@ int RunCli(int argc, char** argv) {
   } catch (const CLI::RuntimeError& e) {
     return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
-    return cli.exit(e);
+    // CLI11 prints the problem (or the help); a usage error exits with the
+    // documented code 1, not CLI11's own (105-ish) codes.
+    return cli.exit(e) == 0 ? 0 : kExitUsage;
   }
   return 0;
 }

@@ -52,7 +52,7 @@ int RunDemo(const DemoOptions& o, std::atomic<bool>* interrupted) {
     ao.coordinator = (*server)->grpc_target();
     ao.state_dir = o.data_dir + "/agent-" + std::to_string(i);
     std::filesystem::remove_all(ao.state_dir);  // enroll afresh with this run's token
-    ao.token = (*server)->enroll_tokens()[i];
+    ao.tokens = {(*server)->enroll_tokens()[i]};
     ao.slots = o.slots;
     ao.availability.always = true;  // a demo on a laptop in use would otherwise wait
     agents.push_back(std::make_unique<Agent>(ao, SystemClock::Get(), NewSystemSensors(),
@@ -118,6 +118,7 @@ void AddDemo(CLI::App& cli, std::atomic<bool>* interrupted,
   cmd->add_option("--tasks", o->tasks, "Tasks")->capture_default_str();
   cmd->add_option("--http-port", o->http_port, "Dashboard port (0: any)")->capture_default_str();
   cmd->add_flag("--keep", o->keep, "Keep serving the dashboard after the job until Ctrl-C");
+  cmd->fallthrough();
   cmd->callback([=] {
     install_signal_handlers();
     int rc = RunDemo(*o, interrupted);

@@ -102,18 +102,28 @@ void PrintTrials(const nlohmann::json& r, bool csv) {
 
 }  // namespace
 
-void PrintResult(const v1::JobInfo& job, const std::string& result_json, bool json, bool csv) {
-  auto r = nlohmann::json::parse(result_json, nullptr, false);
-  if (json) {
-    std::printf("%s\n",
-                nlohmann::json{{"job", JobInfoToJson(job)}, {"result", r}}.dump(2).c_str());
-    return;
+std::optional<size_t> BestTrial(const nlohmann::json& r) {
+  if (!r.is_object() || !r.contains("best")) return std::nullopt;
+  const nlohmann::json& b = r["best"];
+  const nlohmann::json& index = b.is_object() ? b.value("trial", nlohmann::json()) : b;
+  if (!index.is_number_integer() || index.get<int64_t>() < 0) return std::nullopt;
+  size_t i = index.get<size_t>();
+  if (!r.contains("trials") || !r["trials"].is_array() || i >= r["trials"].size()) {
+    return std::nullopt;
   }
+  return i;
+}
+
+namespace {
+
+void PrintKnownResult(const v1::JobInfo& job, const nlohmann::json& r, bool csv) {
   double wall_s = static_cast<double>(job.finished_unix_ms() - job.created_unix_ms()) / 1e3;
   std::string timing;
   if (job.finished_unix_ms() > 0 && wall_s > 0) {
     char buf[160];
-    std::snprintf(buf, sizeof buf, "  %u tasks, %.2f s of task time in %.2f s (%.2fx)\n",
+    // Task time is the wall time of tasks summed: tasks sharing a core each
+    // count in full, so the ratio is how many ran at once, not a speedup.
+    std::snprintf(buf, sizeof buf, "  %u tasks, %.2f s of task time in %.2f s (%.2f at once on average)\n",
                   job.tasks_total(), job.task_seconds(), wall_s, job.task_seconds() / wall_s);
     timing = buf;
   }
@@ -145,10 +155,14 @@ void PrintResult(const v1::JobInfo& job, const std::string& result_json, bool js
   if (r.is_object() && r.contains("trials") && r["trials"].is_array()) {
     if (!csv) std::printf("%s: %zu trials\n", job.job_id().c_str(), r["trials"].size());
     PrintTrials(r, csv);
-    if (!csv && r.contains("best")) {
-      std::printf("best: trial %s %s = %s; its model: claw results %s --best --out DIR\n%s",
-                  r["best"]["trial"].dump().c_str(), r.value("metric", "").c_str(),
-                  r["best"]["metric"].dump().c_str(), job.job_id().c_str(), timing.c_str());
+    if (auto best = BestTrial(r); best && !csv) {
+      std::string metric = r.value("metric", "test_accuracy");
+      const nlohmann::json& b = r["best"];
+      std::string value = b.is_object() && b.contains("metric") ? b["metric"].dump() : "?";
+      std::printf("best: trial %zu %s = %s; its model: claw results %s --best --out DIR\n%s",
+                  *best, metric.c_str(), value.c_str(), job.job_id().c_str(), timing.c_str());
+    } else if (!csv) {
+      std::printf("%s", timing.c_str());
     }
     return;
   }
@@ -168,6 +182,29 @@ void PrintResult(const v1::JobInfo& job, const std::string& result_json, bool js
     return;
   }
   std::printf("%s\n%s", r.dump(2).c_str(), timing.c_str());
+}
+
+}  // namespace
+
+void PrintResult(const v1::JobInfo& job, const std::string& result_json, bool json, bool csv) {
+  auto r = nlohmann::json::parse(result_json, nullptr, false);
+  if (json) {
+    std::printf("%s\n",
+                nlohmann::json{{"job", JobInfoToJson(job)}, {"result", r}}.dump(2).c_str());
+    return;
+  }
+  try {
+    if (csv && !(r.is_object() && r.contains("trials"))) {
+      std::printf("(only train and sweep results have a CSV form; as JSON:)\n%s\n",
+                  r.dump(2).c_str());
+      return;
+    }
+    PrintKnownResult(job, r, csv);
+  } catch (const nlohmann::json::exception& e) {
+    std::fflush(stdout);
+    std::printf("\n(this result is not in a shape the printer knows (%s); as JSON:)\n%s\n",
+                e.what(), r.dump(2).c_str());
+  }
 }
 
 int WaitAndPrint(Client& client, const std::string& job_id, bool json) {
@@ -207,8 +244,8 @@ Result<size_t> DownloadOutputs(const Client& client, const std::string& result_j
   if (result.is_object() && result.contains(list) && result[list].is_array()) {
     std::optional<size_t> best;
     if (best_only) {
-      if (!result.contains("best")) return NotFound("the job's result names no best trial");
-      best = result["best"]["trial"].get<size_t>();
+      best = BestTrial(result);
+      if (!best) return NotFound("the job's result names no best trial");
     }
     for (size_t i = 0; i < result[list].size(); ++i) {
       if (best && i != *best) continue;

@@ -1,7 +1,10 @@
 // How the CLI shows progress and results.
 #pragma once
 
+#include <optional>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "claw.pb.h"
 #include "cli/client.h"
@@ -11,9 +14,15 @@ namespace claw {
 // Draws "[#####.....]  45%  450/1000 tasks" on stderr (only on a terminal,
 // else one line per 10%).
 void DrawProgress(const v1::JobInfo& info);
+// The index of the best trial of a train or sweep result ({"best": {"trial":
+// N, ...}}, or a bare N as results from before 2026-11-23 have it); none
+// when the result names none.
+std::optional<size_t> BestTrial(const nlohmann::json& result);
 // Prints the job's result: the Monte Carlo estimate with its interval and
 // the closed-form reference when there is one, else the JSON.
 // Trials of train and sweep jobs print as a ranked table, or CSV with `csv`.
+// A result whose shape the printer does not expect is printed as JSON with
+// a note, never an abort.
 void PrintResult(const v1::JobInfo& job, const std::string& result_json, bool json,
                  bool csv = false);
 // Downloads the output files that a finished job's result lists (exec:

@@ -186,6 +186,11 @@ Result<std::vector<std::string>> Coordinator::CreateEnrollTokens(size_t n, Durat
   return tokens;
 }
 
+bool Coordinator::EnrollTokenUsable(const std::string& token) {
+  auto usable = store_->EnrollTokenUsable(Blake2bHex(token), clock_->Now());
+  return usable.ok() && *usable;
+}
+
 Result<v1::CreateEnrollTokenResponse> Coordinator::CreateEnrollToken(const UserRecord& caller,
                                                                      Duration ttl) {
   if (ttl > std::chrono::hours(24 * 30)) return InvalidArgument("ttl_s: at most 30 days");

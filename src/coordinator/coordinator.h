@@ -105,6 +105,8 @@ class Coordinator {
   // `owner` (empty: unknown).
   Result<std::vector<std::string>> CreateEnrollTokens(size_t n, Duration ttl,
                                                       const std::string& owner = "");
+  // Whether `token` (in clear) would enroll an agent now.
+  bool EnrollTokenUsable(const std::string& token);
   // One token that enrolls a device of `caller`'s, valid for `ttl` (0: one
   // day; InvalidArgument past 30 days).
   Result<v1::CreateEnrollTokenResponse> CreateEnrollToken(const UserRecord& caller, Duration ttl);

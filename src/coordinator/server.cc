@@ -62,9 +62,22 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(ServerOption
         s->coordinator_->CreateEnrollTokens(s->options_.enroll_tokens, s->options_.enroll_token_ttl);
     if (!tokens.ok()) return tokens.status();
     s->tokens_ = std::move(tokens).value();
+    // The file keeps the tokens of earlier starts that can still enroll an
+    // agent, then the new ones: a restart does not lose unused tokens.
+    const std::string path = s->options_.data_dir + "/enroll-tokens";
     std::string text;
+    size_t kept = 0;
+    std::ifstream old(path);
+    for (std::string line; std::getline(old, line);) {
+      if (!line.empty() && s->coordinator_->EnrollTokenUsable(line)) {
+        text += line + "\n";
+        ++kept;
+      }
+    }
     for (const auto& t : s->tokens_) text += t + "\n";
-    CLAW_RETURN_IF_ERROR(WriteFileAtomically(s->options_.data_dir + "/enroll-tokens", text, 0600));
+    CLAW_RETURN_IF_ERROR(WriteFileAtomically(path, text, 0600));
+    log->info("enrollment tokens in {}: {} new, {} unused from before", path, s->tokens_.size(),
+              kept);
   }
 
   if (s->options_.insecure_local) {

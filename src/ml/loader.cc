@@ -17,6 +17,11 @@ std::string ExecutableDir() {
   return ec ? std::string() : exe.parent_path().string();
 }
 
+// What a user without the ML library does about it.
+constexpr const char* kMlInstallHint =
+    "install libtorch (Debian: apt-get install libtorch-dev; macOS: brew install pytorch; "
+    "scripts/setup.sh does it) and rebuild, or point CLAW_ML_LIBRARY at libclaw_ml";
+
 std::vector<std::string> Candidates() {
   std::vector<std::string> candidates;
   if (const char* env = std::getenv("CLAW_ML_LIBRARY")) candidates.push_back(env);
@@ -56,7 +61,7 @@ Result<const MlApi*> Load() {
     return api;  // kept loaded for the life of the process
   }
   return FailedPrecondition("this process cannot run ML tasks: no usable libclaw_ml (built with "
-                            "libtorch) at" + why);
+                            "libtorch) at" + why + " " + kMlInstallHint);
 }
 
 }  // namespace
@@ -65,7 +70,8 @@ Result<std::string> FindMl() {
   for (const std::string& path : Candidates()) {
     if (std::filesystem::exists(path)) return path;
   }
-  return FailedPrecondition("no libclaw_ml (the ML library, built with libtorch) here");
+  return FailedPrecondition(std::string("no libclaw_ml (the ML library, built with libtorch) here; ") +
+                            kMlInstallHint);
 }
 
 Result<const MlApi*> LoadMl() {

@@ -76,6 +76,12 @@ class MemoryStore final : public Store {
     return Status::Ok();
   }
 
+  Result<bool> EnrollTokenUsable(const std::string& hash, Time now) override {
+    std::lock_guard lock(mu_);
+    auto it = tokens_.find(hash);
+    return it != tokens_.end() && it->second.used_by.empty() && it->second.expires >= now;
+  }
+
   Status EnrollAgent(const std::string& hash, const AgentRecord& agent, Time now) override {
     std::lock_guard lock(mu_);
     auto it = tokens_.find(hash);

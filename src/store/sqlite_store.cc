@@ -5,6 +5,7 @@
 // writes are group-committed: the coordinator gathers the effects of a whole
 // message (or several) into one batch.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sqlite3.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -228,6 +229,8 @@ class SqliteStore final : public Store {
         {&insert_token_,
          "INSERT OR REPLACE INTO enroll_tokens (hash, expires_us, used_by, owner) "
          "VALUES (:hash, :expires, '', :owner)"},
+        {&select_usable_token_,
+         "SELECT 1 FROM enroll_tokens WHERE hash = :hash AND used_by = '' AND expires_us >= :now"},
         {&use_token_,
          "UPDATE enroll_tokens SET used_by = :agent WHERE hash = :hash AND used_by = '' "
          "AND expires_us >= :now"},
@@ -391,6 +394,14 @@ class SqliteStore final : public Store {
     return insert_blob_owner_.Bind(":hash", o.hash).Bind(":user", o.user).Exec();
   }
 
+  Result<bool> EnrollTokenUsable(const std::string& hash, Time now) override {
+    std::lock_guard lock(mu_);
+    select_usable_token_.Bind(":hash", hash).Bind(":now", now.us);
+    bool usable = select_usable_token_.Row();
+    select_usable_token_.Reset();
+    return usable;
+  }
+
   Result<bool> IsBlobOwner(const BlobOwner& o) override {
     std::lock_guard lock(mu_);
     select_blob_owner_.Bind(":hash", o.hash).Bind(":user", o.user);
@@ -525,7 +536,7 @@ class SqliteStore final : public Store {
   int lock_fd_;
   Stmt insert_job_, insert_task_, insert_lease_, delete_lease_, update_task_, update_job_,
       set_next_lease_, begin_, commit_, rollback_, select_jobs_, select_tasks_, select_leases_,
-      select_next_lease_, insert_token_, use_token_, insert_agent_, select_agent_,
+      select_next_lease_, insert_token_, select_usable_token_, use_token_, insert_agent_, select_agent_,
       insert_replica_, update_verdict_, update_reputation_, select_replicas_,
       select_reputations_, select_agents_, insert_user_, select_user_, insert_blob_owner_,
       select_blob_owner_;
@@ -596,6 +607,11 @@ Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
                                                const SqliteOptions& options) {
   auto lock = LockDatabase(path);
   if (!lock.ok()) return lock.status();
+  // The database holds token hashes and every user's jobs: readable by its
+  // owner alone. SQLite gives the -wal and -shm files the database's mode;
+  // files left by a version that made them 0644 are narrowed too.
+  if (int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600); fd >= 0) close(fd);
+  for (const char* suffix : {"", "-wal", "-shm"}) chmod((path + suffix).c_str(), 0600);
   sqlite3* db = nullptr;
   if (sqlite3_open_v2(path.c_str(), &db,
                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,

@@ -32,6 +32,9 @@ class Store {
   // agents they enroll belong to `owner` (empty: unknown).
   virtual Status AddEnrollTokens(const std::vector<std::string>& token_hashes, Time expires,
                                  const std::string& owner) = 0;
+  // Whether the token with this hash would enroll an agent at `now`
+  // (known, unused, unexpired).
+  virtual Result<bool> EnrollTokenUsable(const std::string& token_hash, Time now) = 0;
   // Consumes the token and records the agent, atomically, with the token's
   // owner as the agent's (agent.owner is ignored). PermissionDenied if the
   // token is unknown, used or expired; AlreadyExists if the id is taken.

@@ -4,6 +4,7 @@
 
 #include "apps/sandbox.h"
 #include "harness.h"
+#include "tests/requirements.h"
 
 namespace claw::testing {
 namespace {
@@ -13,7 +14,7 @@ using std::chrono::seconds;
 class Exec : public Network {};
 
 TEST_F(Exec, ASweepOfCommandsRunsSandboxedAndReplicated) {
-  if (Status st = SandboxAvailable(); !st.ok()) GTEST_SKIP() << st.message();
+  CLAW_REQUIRE(NeedSandbox());
   StartCoordinator();
   StartAgent();
   StartAgent();
@@ -44,7 +45,7 @@ TEST_F(Exec, ASweepOfCommandsRunsSandboxedAndReplicated) {
 // The CLI's whole path for files: upload inputs, run a sweep that reads
 // them and writes files, then download the outputs, each checked by hash.
 TEST_F(Exec, InputFilesGoOutAndOutputFilesComeBackAsCheckedBlobs) {
-  if (Status st = SandboxAvailable(); !st.ok()) GTEST_SKIP() << st.message();
+  CLAW_REQUIRE(NeedSandbox());
   StartCoordinator();
   StartAgent();
   StartAgent();
@@ -84,7 +85,7 @@ TEST_F(Exec, InputFilesGoOutAndOutputFilesComeBackAsCheckedBlobs) {
 
 // Hostile commands fail their own tasks, and the agent goes on with the rest.
 TEST_F(Exec, HostileCommandsAreContainedAndTheAgentKeepsWorking) {
-  if (Status st = SandboxAvailable(); !st.ok()) GTEST_SKIP() << st.message();
+  CLAW_REQUIRE(NeedSandbox());
   StartCoordinator();
   StartAgent(2);
   Client client(target(), seconds(5));
@@ -123,8 +124,10 @@ TEST_F(Exec, HostileCommandsAreContainedAndTheAgentKeepsWorking) {
 // The example in examples/render, small: POV-Ray renders frames on two
 // agents, each frame twice, and the PNGs come back identical and checked.
 TEST_F(Exec, TheRenderExampleRendersFramesWithPovray) {
-  if (Status st = SandboxAvailable(); !st.ok()) GTEST_SKIP() << st.message();
-  if (access("/usr/bin/povray", X_OK) != 0) GTEST_SKIP() << "povray is not installed";
+  CLAW_REQUIRE(NeedSandbox());
+  CLAW_REQUIRE(NeedProgram("/usr/bin/povray", "povray"));
+  CLAW_REQUIRE(NeedFile("/usr/share/povray-3.7/include/colors.inc", "povray-includes"));
+  CLAW_REQUIRE(NeedProgram("/usr/bin/python3", "python3"));
   std::string script = std::string(CLAW_SOURCE_DIR) + "/examples/render/render.sh";
   std::string cmd = "CLAW=" CLAW_BINARY " FRAMES=4 SIZE=96x72 OUT=" + (dir_ / "frames").string() +
                     " " + script + " >" + (dir_ / "render.log").string() + " 2>&1";
@@ -139,7 +142,7 @@ TEST_F(Exec, TheRenderExampleRendersFramesWithPovray) {
 }
 
 TEST_F(Exec, ACommandThatKeepsFailingFailsTheJobWithItsError) {
-  if (Status st = SandboxAvailable(); !st.ok()) GTEST_SKIP() << st.message();
+  CLAW_REQUIRE(NeedSandbox());
   StartCoordinator();
   StartAgent();
   Client client(target(), seconds(5));

@@ -7,20 +7,20 @@
 
 #include "common/blobs.h"
 #include "harness.h"
+#include "tests/requirements.h"
 
 namespace claw::testing {
 namespace {
 
 using std::chrono::seconds;
 
-constexpr const char* kData = "/usr/share/datasets/fashion-mnist";
+const std::string kData = FashionMnistDir();
 
 class Train : public Network {};
 
 TEST_F(Train, ATrialRunsOnAnAgentAndItsModelComesBack) {
-  if (!std::filesystem::exists(std::string(kData) + "/train-images-idx3-ubyte.gz")) {
-    GTEST_SKIP() << "no Fashion-MNIST (apt-get install dataset-fashion-mnist)";
-  }
+  CLAW_REQUIRE(NeedFashionMnist());
+  CLAW_REQUIRE(NeedMlBuild());
   StartCoordinator();
   StartAgent();
   std::string out;
@@ -28,9 +28,6 @@ TEST_F(Train, ATrialRunsOnAnAgentAndItsModelComesBack) {
                    "width=32", "-p", "train_limit=500", "-p", "test_limit=300", "-p", "epochs=2",
                    "-p", "lr=0.05"},
                   &out);
-  if (code != 0 && out.find("unknown app 'train'") != std::string::npos) {
-    GTEST_SKIP() << "built without libtorch";
-  }
   ASSERT_EQ(code, 0) << out;
   std::string job = out.substr(out.find("j-"), 12);
   Client client(target(), seconds(5));
@@ -54,9 +51,8 @@ TEST_F(Train, ATrialRunsOnAnAgentAndItsModelComesBack) {
 // A sweep from one spec on two agents: a ranked table, CSV, and the best
 // trial's model downloadable.
 TEST_F(Train, ASweepRanksItsTrialsAndTheBestModelDownloads) {
-  if (!std::filesystem::exists(std::string(kData) + "/train-images-idx3-ubyte.gz")) {
-    GTEST_SKIP() << "no Fashion-MNIST (apt-get install dataset-fashion-mnist)";
-  }
+  CLAW_REQUIRE(NeedFashionMnist());
+  CLAW_REQUIRE(NeedMlBuild());
   StartCoordinator();
   StartAgent();
   StartAgent();
@@ -65,7 +61,6 @@ TEST_F(Train, ASweepRanksItsTrialsAndTheBestModelDownloads) {
   // its blobs in the sweep's base.
   ASSERT_EQ(Claw({"submit", "--app", "train", "--dataset", kData, "-p", "train_limit=64",
                   "-p", "test_limit=64", "-p", "model=mlp", "-p", "width=8"}, &out), 0) << out;
-  if (out.find("unknown app") != std::string::npos) GTEST_SKIP() << "built without libtorch";
   Client client(target(), seconds(5));
   // The dataset's blobs are named by the files' SHA-256.
   nlohmann::json dataset;

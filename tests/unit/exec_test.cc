@@ -12,6 +12,7 @@
 #include "apps/sandbox.h"
 #include "common/blobs.h"
 #include "core/job_spec.h"
+#include "tests/requirements.h"
 
 namespace claw {
 namespace {
@@ -97,8 +98,7 @@ TEST(SandboxExecProfile, DeniesByDefaultAndAllowsWritesOnlyInTheScratchDirectory
 class Sandboxed : public ::testing::Test {
  protected:
   void SetUp() override {
-    Status st = SandboxAvailable();
-    if (!st.ok()) GTEST_SKIP() << "no sandbox on this machine: " << st.message();
+    CLAW_REQUIRE(claw::testing::NeedSandbox());
     dir_ = std::filesystem::temp_directory_path() / ("claw-sbx-" + std::to_string(getpid()));
     std::filesystem::create_directories(dir_);
   }

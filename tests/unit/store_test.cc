@@ -127,8 +127,13 @@ TEST_P(StoreConformance, AFailedBatchChangesNothing) {
 
 TEST_P(StoreConformance, EnrollmentTokensAreOneTimeAndExpire) {
   ASSERT_TRUE(store_->AddEnrollTokens({"h1", "h2"}, Time{1000}, "").ok());
+  EXPECT_TRUE(*store_->EnrollTokenUsable("h1", Time{10}));
   AgentRecord a{"a1", "key", "{}", Time{10}};
   EXPECT_TRUE(store_->EnrollAgent("h1", a, Time{10}).ok());
+  EXPECT_FALSE(*store_->EnrollTokenUsable("h1", Time{10})) << "used";
+  EXPECT_FALSE(*store_->EnrollTokenUsable("nope", Time{10})) << "unknown";
+  EXPECT_TRUE(*store_->EnrollTokenUsable("h2", Time{1000}));
+  EXPECT_FALSE(*store_->EnrollTokenUsable("h2", Time{1001})) << "expired";
   AgentRecord b{"a2", "key2", "{}", Time{10}};
   EXPECT_EQ(store_->EnrollAgent("h1", b, Time{10}).code(), StatusCode::kPermissionDenied);
   EXPECT_EQ(store_->EnrollAgent("nope", b, Time{10}).code(), StatusCode::kPermissionDenied);

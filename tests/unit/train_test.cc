@@ -15,6 +15,7 @@
 #include "apps/registry.h"
 #include "common/blobs.h"
 #include "core/job_spec.h"
+#include "tests/requirements.h"
 
 namespace claw {
 namespace {
@@ -22,14 +23,12 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-constexpr const char* kData = "/usr/share/datasets/fashion-mnist";
+const std::string kData = claw::testing::FashionMnistDir();
 
 class Training : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!fs::exists(std::string(kData) + "/train-images-idx3-ubyte.gz")) {
-      GTEST_SKIP() << "no Fashion-MNIST in " << kData << " (apt-get install dataset-fashion-mnist)";
-    }
+    CLAW_REQUIRE(claw::testing::NeedFashionMnist());
     root_ = fs::temp_directory_path() / ("claw-train-" + std::to_string(getpid()));
     blobs_ = std::make_unique<BlobDir>(root_.string());
     ASSERT_TRUE(blobs_->Init().ok());

@@ -1,0 +1,188 @@
+// The command line as a newcomer meets it: exit codes, options after any
+// subcommand, tables with headers, the admin's token, enrollment tokens
+// that survive a restart and are shared by agents started together, agent
+// config files, private files, and errors that say what to do when TLS is
+// on one side only.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+
+#include "harness.h"
+
+namespace claw::testing {
+namespace {
+
+using std::chrono::seconds;
+
+class Cli : public Network {
+ protected:
+  std::string AdminToken() {
+    std::string t = ReadFile(data() + "/admin-token");
+    return t.substr(0, t.find('\n'));
+  }
+};
+
+TEST_F(Cli, UsageErrorsExitOneAndHelpZero) {
+  std::string out;
+  EXPECT_EQ(Claw({"jobs", "--no-such-flag"}, &out), 1) << out;
+  EXPECT_NE(out.find("no-such-flag"), std::string::npos) << out;
+  EXPECT_EQ(Claw({"no-such-command"}, &out), 1) << out;
+  EXPECT_EQ(Claw({"status"}, &out), 1) << "the job id is required\n" << out;
+  EXPECT_EQ(Claw({"submit", "--help"}, &out), 0) << out;
+  EXPECT_NE(out.find("--wait"), std::string::npos) << out;
+}
+
+// docs/operations.md's own command: global options after `users add`.
+TEST_F(Cli, GlobalOptionsWorkAfterAnySubcommand) {
+  StartCoordinator({}, /*secure=*/true);
+  std::string out;
+  Process p({"users", "add", "bob", "--tier", "researcher", "--data", data(), "-c", target(),
+             "--ca", ca_file()},
+            (dir_ / "users.log").string());
+  ASSERT_EQ(p.Wait(), 0) << p.Output();
+  EXPECT_EQ(p.Output().rfind("cu-", 0), 0u) << p.Output();
+  Process jobs({"jobs", "-c", target(), "--ca", ca_file(), "--api-token", AdminToken()},
+               (dir_ / "jobs.log").string());
+  EXPECT_EQ(jobs.Wait(), 0) << jobs.Output();
+  EXPECT_NE(jobs.Output().find("no jobs yet"), std::string::npos) << jobs.Output();
+}
+
+TEST_F(Cli, TablesHaveHeadersAndOneLinePerJob) {
+  StartCoordinator();
+  StartAgent();
+  Client client(target(), seconds(5));
+  auto id = client.Submit(R"({"app":"exec","replication":1,"max_attempts":1,)"
+                          R"("params":{"command":["sh","-c","echo one >&2; echo two >&2; exit 3"]}})");
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  ASSERT_EQ(WaitForJobEnd(client, *id, seconds(60)).state(), "failed");
+  std::string out;
+  ASSERT_EQ(Claw({"jobs"}, &out), 0) << out;
+  std::istringstream lines(out);
+  std::string header, row, extra;
+  std::getline(lines, header);
+  std::getline(lines, row);
+  EXPECT_EQ(header.rfind("JOB ", 0), 0u) << out;
+  EXPECT_NE(header.find("STATE"), std::string::npos) << out;
+  EXPECT_EQ(row.rfind(*id, 0), 0u) << out;
+  EXPECT_NE(row.find("exit c..."), std::string::npos) << "the error cut to one line\n" << out;
+  EXPECT_FALSE(std::getline(lines, extra)) << "one line for the one job\n" << out;
+  // `status` prints the whole error below its row.
+  ASSERT_EQ(Claw({"status", *id}, &out), 0) << out;
+  EXPECT_NE(out.find("error:\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("stderr: one\n  two"), std::string::npos) << out;
+  ASSERT_EQ(Claw({"agents"}, &out), 0) << out;
+  EXPECT_NE(out.find("OWNER"), std::string::npos) << out;
+}
+
+// An admin with a user's token exported still adds users where the
+// coordinator's data is; without it, the error says where the token is.
+TEST_F(Cli, UsersAddFindsTheAdminTokenAndSaysWhereItIs) {
+  StartCoordinator({}, /*secure=*/true);
+  std::string out;
+  ASSERT_EQ(Claw({"users", "add", "alice", "--data", data()}, &out), 0) << out;
+  std::string alice = out.substr(0, out.find('\n'));
+  setenv("CLAW_TOKEN", alice.c_str(), 1);
+  int with_file = Claw({"users", "add", "bob", "--data", data()}, &out);
+  int without = Claw({"users", "add", "carol", "--data", (dir_ / "elsewhere").string()}, &out);
+  unsetenv("CLAW_TOKEN");
+  EXPECT_EQ(with_file, 0) << "the admin-token file wins over CLAW_TOKEN";
+  EXPECT_EQ(without, 2) << out;
+  EXPECT_NE(out.find("CLAW_TOKEN"), std::string::npos) << out;
+  EXPECT_NE(out.find("admin-token"), std::string::npos) << out;
+}
+
+TEST_F(Cli, PrivateFilesAreOwnerOnly) {
+  StartCoordinator({}, /*secure=*/true);
+  for (const char* name : {"claw.db", "admin-token", "enroll-tokens", "coordinator.key"}) {
+    struct stat st {};
+    ASSERT_EQ(stat((data() + "/" + name).c_str(), &st), 0) << name;
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << name;
+  }
+}
+
+// A restart with --enroll-tokens keeps the unused tokens of the file; agents
+// started together on one --token-file each enroll with a token of their own.
+TEST_F(Cli, TokenFilesSurviveRestartsAndServeAgentsStartedTogether) {
+  StartCoordinator();  // 8 tokens
+  StartAgent();        // uses the first line
+  ASSERT_TRUE(WaitFor([&] { return Client(target(), seconds(5)).ListAgents()->size() == 1; },
+                      seconds(20)));
+  coordinator_->Kill(SIGTERM);
+  coordinator_ = std::make_unique<Process>(
+      std::vector<std::string>{"coordinator", "--data", data(), "--port", std::to_string(port_),
+                               "--http-port", "-1", "--enroll-tokens", "2", "--insecure-local"},
+      (dir_ / "coordinator2.log").string());
+  ASSERT_TRUE(WaitFor([&] {
+    std::string text = ReadFile(data() + "/enroll-tokens");
+    return std::count(text.begin(), text.end(), '\n') == 9;
+  }, seconds(20))) << "7 unused + 2 new:\n" << ReadFile(data() + "/enroll-tokens");
+  // Four agents at once, all on the file.
+  std::vector<std::unique_ptr<Process>> agents;
+  for (int i = 0; i < 4; ++i) {
+    agents.push_back(std::make_unique<Process>(
+        std::vector<std::string>{"agent", "--coordinator", target(), "--state",
+                                 (dir_ / ("together" + std::to_string(i))).string(),
+                                 "--token-file", data() + "/enroll-tokens", "--slots", "1",
+                                 "--always"},
+        (dir_ / ("together" + std::to_string(i) + ".log")).string()));
+  }
+  Client client(target(), seconds(5));
+  ASSERT_TRUE(WaitFor([&] {
+    auto list = client.ListAgents();
+    return list.ok() && list->size() == 5;
+  }, seconds(30))) << agents[0]->Output() << agents[3]->Output();
+  std::set<std::string> ids;
+  for (int i = 0; i < 4; ++i) {
+    std::string id = ReadFile((dir_ / ("together" + std::to_string(i)) / "identity.json").string());
+    ids.insert(nlohmann::json::parse(id)["agent_id"].get<std::string>());
+    EXPECT_FALSE(agents[i]->Exited(std::chrono::milliseconds(0))) << agents[i]->Output();
+  }
+  EXPECT_EQ(ids.size(), 4u);
+}
+
+TEST_F(Cli, AnAgentConfigWithAnUnknownKeyIsRefusedNamingIt) {
+  std::ofstream(dir_ / "agent.json") << R"({"slot": 2})";
+  Process p({"agent", "--state", (dir_ / "a").string(), "--config", (dir_ / "agent.json").string()},
+            (dir_ / "agent.log").string());
+  EXPECT_EQ(p.Wait(), 2) << p.Output();
+  EXPECT_NE(p.Output().find("unknown key 'slot'"), std::string::npos) << p.Output();
+  EXPECT_NE(p.Output().find("slots"), std::string::npos) << "the known keys\n" << p.Output();
+}
+
+// TLS on one side only: each side's error says what to pass.
+TEST_F(Cli, TlsOnOneSideOnlySaysWhatToPass) {
+  StartCoordinator({}, /*secure=*/true);
+  std::string token = ReadFile(data() + "/enroll-tokens");
+  token = token.substr(0, token.find('\n'));
+  // A plaintext agent against a TLS coordinator.
+  Process agent({"agent", "--coordinator", target(), "--state", (dir_ / "a").string(), "--token",
+                 token, "--always"},
+                (dir_ / "plain-agent.log").string());
+  EXPECT_TRUE(WaitFor([&] { return agent.Output().find("--ca") != std::string::npos; },
+                      seconds(20)))
+      << agent.Output();
+  agent.Kill(SIGTERM);
+  // CLAW_CA reaches agents: the same agent with it exported enrolls.
+  setenv("CLAW_CA", ca_file().c_str(), 1);
+  Process pinned({"agent", "--coordinator", target(), "--state", (dir_ / "b").string(), "--token",
+                  token, "--always"},
+                 (dir_ / "pinned-agent.log").string());
+  unsetenv("CLAW_CA");
+  EXPECT_TRUE(WaitFor([&] { return pinned.Output().find("enrolled") != std::string::npos; },
+                      seconds(20)))
+      << pinned.Output();
+  // A client pinning a CA against a plaintext coordinator.
+  coordinator_->Kill(SIGTERM);
+  agents_.clear();
+  pinned.Kill(SIGTERM);
+  StartCoordinator({}, /*secure=*/false);
+  std::string out;
+  Process client({"jobs", "-c", target(), "--ca", ca_file()}, (dir_ / "tls-client.log").string());
+  EXPECT_EQ(client.Wait(), 3) << client.Output();
+  EXPECT_NE(client.Output().find("does not speak TLS"), std::string::npos) << client.Output();
+}
+
+}  // namespace
+}  // namespace claw::testing
