@@ -14,6 +14,7 @@
 #include "claw.grpc.pb.h"
 #include "common/crypto.h"
 #include "apps/registry.h"
+#include "apps/sandbox.h"
 #include "common/files.h"
 #include "protocol/blob_client.h"
 #include "protocol/grpc_status.h"
@@ -327,6 +328,11 @@ Status Agent::Run() {
   blobs_ = std::make_unique<BlobDir>(options_.state_dir + "/blobs");
   CLAW_RETURN_IF_ERROR(blobs_->Init());
   popts.blob_dir = blobs_->root();
+  if (geteuid() == 0) {
+    std::error_code ec;
+    auto state = std::filesystem::weakly_canonical(options_.state_dir, ec);
+    popts.sandbox_uid_block = SandboxUidBlock(ec ? options_.state_dir : state.string());
+  }
   transfer_thread_ = std::thread([this] { TransferLoop(); });
   pool_ = std::make_unique<WorkerPool>(
       popts, [this](TaskOutcome o) { Post(Event{Event::Kind::kOutcome, {}, std::move(o)}); },

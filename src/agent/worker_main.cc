@@ -29,10 +29,11 @@ uint64_t CpuSecondsUsed() {
 
 }  // namespace
 
-int RunWorker(const AppRegistry& apps, const WorkerLimits& limits, const std::string& blob_dir) {
+int RunWorker(const AppRegistry& apps, const WorkerLimits& limits, const std::string& blob_dir,
+              uint32_t sandbox_uid) {
   std::optional<BlobDir> blobs;
   if (!blob_dir.empty()) blobs.emplace(blob_dir);
-  RunContext context{blobs ? &*blobs : nullptr};
+  RunContext context{blobs ? &*blobs : nullptr, sandbox_uid};
   signal(SIGPIPE, SIG_IGN);
   SetSoftLimit(RLIMIT_CORE, 0);
   if (limits.memory_bytes > 0) SetSoftLimit(RLIMIT_AS, limits.memory_bytes);

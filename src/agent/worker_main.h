@@ -23,6 +23,8 @@ struct WorkerLimits {
 
 // Runs the worker loop on fds 0/1. Returns the process exit code.
 // `blob_dir`: the agent's blob cache (RunContext::blobs); empty: none.
-int RunWorker(const AppRegistry& apps, const WorkerLimits& limits, const std::string& blob_dir);
+// `sandbox_uid`: what sandboxes of this worker's slot run as (RunContext).
+int RunWorker(const AppRegistry& apps, const WorkerLimits& limits, const std::string& blob_dir,
+              uint32_t sandbox_uid = 0);
 
 }  // namespace claw

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "agent/framing.h"
+#include "apps/sandbox.h"
 
 #ifdef __APPLE__
 #include <mach-o/dyld.h>
@@ -99,8 +100,13 @@ bool WorkerPool::Spawn(Worker* w) {
   std::string mem = std::to_string(options_.limits.memory_bytes);
   std::string cpu = std::to_string(options_.limits.cpu_seconds);
   std::string slot = std::to_string(w->slot);
+  std::string uid = std::to_string(
+      options_.sandbox_uid_block == 0
+          ? 0
+          : options_.sandbox_uid_block + static_cast<uint32_t>(w->slot % kSandboxSlotsPerAgent));
   const char* argv[] = {options_.executable.c_str(), "__worker", "--memory-bytes", mem.c_str(),
                         "--cpu-seconds", cpu.c_str(), "--slot", slot.c_str(),
+                        "--sandbox-uid", uid.c_str(),
                         "--blob-dir", options_.blob_dir.c_str(), nullptr};
   pid_t pid;
   int rc = posix_spawn(&pid, options_.executable.c_str(), &fa, nullptr,

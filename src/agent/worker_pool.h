@@ -37,6 +37,8 @@ struct WorkerPoolOptions {
   WorkerLimits limits;
   size_t max_batch = 64;   // most tasks handed to one worker at once
   std::string blob_dir;    // the agent's blob cache, for apps with files; empty: none
+  // Slot N's sandboxes run as sandbox_uid_block + N (root agents; 0: none).
+  uint32_t sandbox_uid_block = 0;
 };
 
 struct TaskOutcome {

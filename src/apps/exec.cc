@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <set>
+#include <map>
 #include <filesystem>
 
 #include "apps/blob_fields.h"
@@ -194,13 +196,95 @@ Result<json> CollectOutputs(const json& patterns, const RunContext& ctx,
   return files;
 }
 
+// What replicas are compared on (params.compare), in this order.
+constexpr const char* kCompareParts[] = {"exit", "stdout", "stderr", "files"};
+
+// params.compare, checked: a list of distinct parts (null: all of them).
+Result<json> ReadCompare(const json& params) {
+  if (!params.contains("compare")) return json();
+  const json& c = params["compare"];
+  std::string known = "\"exit\", \"stdout\", \"stderr\", \"files\"";
+  if (!c.is_array() || c.empty()) {
+    return InvalidArgument("params.compare: must be a list of some of " + known);
+  }
+  std::set<std::string> seen;
+  for (const json& part : c) {
+    bool ok = part.is_string() && std::any_of(std::begin(kCompareParts), std::end(kCompareParts),
+                                              [&](const char* k) { return part == k; });
+    if (!ok) return InvalidArgument("params.compare: " + part.dump() + " is not one of " + known);
+    if (!seen.insert(part.get<std::string>()).second) {
+      return InvalidArgument("params.compare: " + part.dump() + " is named twice");
+    }
+  }
+  return seen.size() == std::size(kCompareParts) ? json() : c;
+}
+
+// The files of an exec output by path: {"a.png": "<sha256>", ...}.
+std::map<std::string, std::string> FilesOf(const json& out) {
+  std::map<std::string, std::string> files;
+  if (!out.contains("files") || !out["files"].is_array()) return files;
+  for (const json& f : out["files"]) {
+    if (f.is_object()) files[f.value("path", "")] = f.value("sha256", "");
+  }
+  return files;
+}
+
+// The first part of two outputs that differs among those `params` compare;
+// empty when none does.
+std::string FirstDifference(std::string_view params, std::string_view a, std::string_view b) {
+  json x = json::parse(a, nullptr, false), y = json::parse(b, nullptr, false);
+  if (!x.is_object() || !y.is_object()) return "the output (not an exec task's)";
+  json p = json::parse(params, nullptr, false);
+  std::vector<std::string> parts(std::begin(kCompareParts), std::end(kCompareParts));
+  if (p.is_object() && p.contains("compare") && p["compare"].is_array()) {
+    parts.clear();
+    for (const json& part : p["compare"]) {
+      if (part.is_string()) parts.push_back(part.get<std::string>());
+    }
+  }
+  if (x.value("vars", json()) != y.value("vars", json())) return "the swept values";
+  for (const std::string& part : parts) {
+    if (part == "files") {
+      auto fx = FilesOf(x), fy = FilesOf(y);
+      for (const auto& [path, hash] : fx) {
+        auto it = fy.find(path);
+        if (it == fy.end()) return "the files made (" + path + " by one only)";
+        if (it->second != hash) return "the file " + path;
+      }
+      for (const auto& [path, hash] : fy) {
+        if (!fx.count(path)) return "the files made (" + path + " by one only)";
+      }
+      continue;
+    }
+    if (x.value(part, json()) != y.value(part, json())) {
+      if (part == "exit") return "the exit code";
+      return part;
+    }
+    if ((part == "stdout" || part == "stderr") &&
+        x.value("truncated", false) != y.value("truncated", false)) {
+      return part + " (cut short in one)";
+    }
+  }
+  return "";
+}
+
 }  // namespace
+
+bool ExecApp::Equivalent(std::string_view params, std::string_view a, std::string_view b) const {
+  return a == b || FirstDifference(params, a, b).empty();
+}
+
+std::string ExecApp::Difference(std::string_view params, std::string_view a,
+                                std::string_view b) const {
+  std::string d = FirstDifference(params, a, b);
+  return d.empty() ? "nothing compared" : d;
+}
 
 Result<std::vector<TaskSpec>> ExecApp::Plan(const JobSpec& spec) const {
   FieldReader f(spec.params, "params");
   CLAW_RETURN_IF_ERROR(f.NoUnknownFields(
       {"command", "sweep", "timeout_s", "memory_mb", "output_kb", "inputs", "outputs", "file_mb",
-       "processes"}));
+       "processes", "compare"}));
   const json* command = spec.params.contains("command") ? &spec.params["command"] : nullptr;
   if (!command || !command->is_array() || command->empty() || command->size() > kMaxArgs) {
     return InvalidArgument("params.command: must be a list of 1 to " + std::to_string(kMaxArgs) +
@@ -225,6 +309,8 @@ Result<std::vector<TaskSpec>> ExecApp::Plan(const JobSpec& spec) const {
   if (!inputs.ok()) return inputs.status();
   auto outputs = ReadOutputs(spec.params);
   if (!outputs.ok()) return outputs.status();
+  auto compare = ReadCompare(spec.params);
+  if (!compare.ok()) return compare.status();
   // The grid of the sweep's values, in a fixed order (by name, then value).
   std::vector<json> grid = {json::object()};
   if (spec.params.contains("sweep")) {
@@ -263,6 +349,7 @@ Result<std::vector<TaskSpec>> ExecApp::Plan(const JobSpec& spec) const {
                    {"processes", *processes}};
     if (!inputs->empty()) params["inputs"] = *inputs;
     if (!outputs->empty()) params["outputs"] = *outputs;
+    if (!compare->is_null()) params["compare"] = *compare;
     // Cost: unknown; assume a second of a 1 GFLOP/s core so leases are sane.
     out.push_back(TaskSpec{params.dump(), 1e9});
   }
@@ -290,6 +377,7 @@ Result<std::string> ExecApp::Run(std::string_view task_params, const RunContext&
   limits.output_bytes = p.value("output_kb", size_t{64}) << 10;
   limits.file_bytes = p.value("file_mb", uint64_t{1024}) << 20;
   limits.processes = p.value("processes", uint64_t{256});
+  limits.uid = ctx.sandbox_uid;
   // Checked again here: the agent does not take the coordinator's word.
   auto inputs = ReadInputs(p);
   if (!inputs.ok()) return inputs.status();

@@ -20,6 +20,11 @@
 //   file_mb    the largest file a task may write (default 1024)
 //   processes  how many processes a task may have at once (default 256,
 //              at most 4096): a fork bomb stops there
+//   compare    what replicas of a task must agree on: a list of "exit",
+//              "stdout", "stderr", "files" (default: all four). A command
+//              that prints timings or dates but writes reproducible files
+//              says ["files"]; one whose output cannot be reproduced at all
+//              runs with "replication": 1 instead.
 //
 // Paths and patterns are relative and may not contain "..": nothing outside
 // the scratch directory is ever named.
@@ -27,8 +32,9 @@
 // A task's output is {"vars": {...}, "exit": 0, "stdout": "...",
 // "stderr": "...", "files": [{"path", "sha256", "size"}, ...]}; a non-zero
 // exit, a timeout or a signal fails the task with the tail of stderr. The
-// job's result lists the tasks' outputs in order. Replicas agree when their
-// outputs are identical (for files: the same content hashes).
+// job's result lists the tasks' outputs in order. Replicas agree when the
+// parts named by `compare` are identical (files: the same paths with the
+// same content hashes), and a disagreement names the part that differed.
 #pragma once
 
 #include "core/app.h"
@@ -49,7 +55,9 @@ class ExecApp final : public App {
   Result<std::string> Run(std::string_view task_params, const RunContext& ctx) const override;
   Result<nlohmann::json> Merge(const JobSpec& spec,
                                const std::vector<std::string_view>& outputs) const override;
-  bool Equivalent(std::string_view a, std::string_view b) const override { return a == b; }
+  bool Equivalent(std::string_view params, std::string_view a, std::string_view b) const override;
+  std::string Difference(std::string_view params, std::string_view a,
+                         std::string_view b) const override;
   Redundancy DefaultRedundancy() const override { return {2, 2}; }
   bool HasFiles() const override { return true; }
   Status Runnable() const override;

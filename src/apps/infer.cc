@@ -127,7 +127,7 @@ Result<json> InferApp::Merge(const JobSpec&, const std::vector<std::string_view>
   return out;
 }
 
-bool InferApp::Equivalent(std::string_view a, std::string_view b) const {
+bool InferApp::Equivalent(std::string_view, std::string_view a, std::string_view b) const {
   json x = json::parse(a, nullptr, false), y = json::parse(b, nullptr, false);
   if (!x.is_object() || !y.is_object() || !x.contains("predictions") || !y.contains("predictions") ||
       x.value("begin", -1) != y.value("begin", -1) || x.value("end", -1) != y.value("end", -1)) {

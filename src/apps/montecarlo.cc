@@ -251,7 +251,7 @@ Result<nlohmann::json> MonteCarloApp::Merge(const JobSpec& spec,
   return out;
 }
 
-bool MonteCarloApp::Equivalent(std::string_view a, std::string_view b) const {
+bool MonteCarloApp::Equivalent(std::string_view, std::string_view a, std::string_view b) const {
   auto x = MomentSummary::Decode(a), y = MomentSummary::Decode(b);
   if (!x.ok() || !y.ok() || x->count != y->count) return false;
   // Same stream, same algorithm: only the last bits of exp/log may differ

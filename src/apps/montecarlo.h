@@ -51,7 +51,7 @@ class MonteCarloApp final : public App {
   Result<std::string> Run(std::string_view task_params, const RunContext& ctx) const override;
   Result<nlohmann::json> Merge(const JobSpec& spec,
                                const std::vector<std::string_view>& outputs) const override;
-  bool Equivalent(std::string_view a, std::string_view b) const override;
+  bool Equivalent(std::string_view params, std::string_view a, std::string_view b) const override;
   // A wrong estimate cannot be told from a right one by looking at it: two
   // agents must agree.
   Redundancy DefaultRedundancy() const override { return {2, 2}; }

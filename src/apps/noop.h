@@ -16,7 +16,7 @@ class NoopApp final : public App {
   Result<std::string> Run(std::string_view task_params, const RunContext& ctx) const override;
   Result<nlohmann::json> Merge(const JobSpec& spec,
                                const std::vector<std::string_view>& outputs) const override;
-  bool Equivalent(std::string_view a, std::string_view b) const override { return a == b; }
+  bool Equivalent(std::string_view params, std::string_view a, std::string_view b) const override { return a == b; }
 };
 
 }  // namespace claw

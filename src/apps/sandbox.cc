@@ -36,6 +36,9 @@ constexpr const char* kLauncher = kBwrap;
 [[maybe_unused]] std::vector<std::string> BwrapArgs(const std::string& scratch_dir) {
   return {kBwrap,
           "--unshare-all",  // network (only a loopback), PID, IPC, UTS, user, cgroup
+          "--unshare-user",  // required (not only tried): the uid below is mapped in it
+          "--uid", std::to_string(kSandboxVisibleUid),
+          "--gid", std::to_string(kSandboxVisibleUid),
           "--die-with-parent",
           "--new-session",
           "--ro-bind", "/usr", "/usr",
@@ -111,6 +114,13 @@ Status GiveTo(const std::string& dir, uid_t uid) {
 
 }  // namespace
 
+uid_t SandboxUidBlock(std::string_view agent_key) {
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a
+  for (char c : agent_key) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+  return kSandboxUidBase + static_cast<uid_t>(h % (kSandboxUids / kSandboxSlotsPerAgent)) *
+                               kSandboxSlotsPerAgent;
+}
+
 std::string SandboxExecProfile(const std::string& scratch_dir) {
   // A string literal in the profile language: quotes and backslashes escaped.
   std::string quoted = "\"";
@@ -176,7 +186,9 @@ Result<SandboxResult> RunSandboxed(const std::vector<std::string>& argv,
 
   // Who the sandbox runs as, and how many processes it may add.
   const bool root = geteuid() == 0;
-  const uid_t uid = root ? kSandboxUidBase + static_cast<uid_t>(getpid()) % kSandboxUids : getuid();
+  const uid_t uid = !root             ? getuid()
+                    : limits.uid != 0 ? limits.uid
+                                      : kSandboxUidBase + static_cast<uid_t>(getpid()) % kSandboxUids;
   if (root) CLAW_RETURN_IF_ERROR(GiveTo(scratch_dir, uid));
   const uint64_t nproc = ProcessesOf(uid) + limits.processes;
 

@@ -27,6 +27,7 @@
 
 #include <chrono>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -40,11 +41,25 @@ struct SandboxLimits {
   uint64_t file_bytes = 1ULL << 30;    // RLIMIT_FSIZE: largest file it may write
   size_t output_bytes = 64 << 10;      // of stdout and of stderr kept, each
   uint64_t processes = 256;            // RLIMIT_NPROC allowance (a fork bomb stops here)
+  // An agent running as root runs the sandbox as this uid (its slot's,
+  // SandboxUidBlock); 0: one derived from this process's pid.
+  uid_t uid = 0;
 };
 
 // Sandboxes of an agent running as root run as uids from here up.
 inline constexpr uid_t kSandboxUidBase = 200'000;
 inline constexpr uid_t kSandboxUids = 60'000;
+// Each agent has a block of uids, one per slot.
+inline constexpr uid_t kSandboxSlotsPerAgent = 64;
+// Whatever uid runs it, a command sees itself as this uid and gid (a user
+// namespace maps it), so replicas on different agents and slots agree on
+// `id -u`.
+inline constexpr uid_t kSandboxVisibleUid = 1000;
+
+// The first uid of the block an agent's slots use (slot N: block + N):
+// derived from `agent_key` (its state directory), so the same across
+// restarts and, with 937 blocks, rarely shared by two agents on one machine.
+uid_t SandboxUidBlock(std::string_view agent_key);
 
 struct SandboxResult {
   int exit_code = -1;   // the command's, or 128 + signal

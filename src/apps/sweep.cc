@@ -311,14 +311,19 @@ std::vector<TaskSpec> SweepApp::Expand(const JobSpec& spec, const std::vector<Ta
   return out;
 }
 
-bool SweepApp::Equivalent(std::string_view a, std::string_view b) const {
+bool SweepApp::Equivalent(std::string_view params, std::string_view a, std::string_view b) const {
   json x = json::parse(a, nullptr, false), y = json::parse(b, nullptr, false);
   if (!x.is_object() || !y.is_object() || x.value("app", "") != y.value("app", "") ||
       x.value("values", json()) != y.value("values", json())) {
     return a == b;
   }
   const App* inner = Inner(x.value("app", ""));
-  return inner && inner != this ? inner->Equivalent(a, b) : a == b;
+  if (!inner || inner == this) return a == b;
+  json p = json::parse(params, nullptr, false);  // the inner task's own params
+  std::string task = p.is_object() && p.contains("task") && p["task"].is_string()
+                         ? p["task"].get<std::string>()
+                         : std::string();
+  return inner->Equivalent(task, a, b);
 }
 
 std::vector<std::string> SweepApp::SpecInputBlobs(const JobSpec& spec) const {

@@ -51,7 +51,7 @@ class SweepApp final : public App {
   Result<std::string> Run(std::string_view task_params, const RunContext& ctx) const override;
   Result<nlohmann::json> Merge(const JobSpec& spec,
                                const std::vector<std::string_view>& outputs) const override;
-  bool Equivalent(std::string_view a, std::string_view b) const override;
+  bool Equivalent(std::string_view params, std::string_view a, std::string_view b) const override;
   bool HasFiles() const override { return true; }
   std::vector<std::string> Needs(const JobSpec& spec) const override;
   bool Grows(const JobSpec& spec) const override;

@@ -42,7 +42,7 @@ class TrainApp final : public App {
   Result<std::string> Run(std::string_view task_params, const RunContext& ctx) const override;
   Result<nlohmann::json> Merge(const JobSpec& spec,
                                const std::vector<std::string_view>& outputs) const override;
-  bool Equivalent(std::string_view a, std::string_view b) const override;
+  bool Equivalent(std::string_view params, std::string_view a, std::string_view b) const override;
   bool HasFiles() const override { return true; }
   Status Runnable() const override;
   std::vector<std::string> SpecInputBlobs(const JobSpec& spec) const override;

@@ -80,16 +80,23 @@ std::string OneLine(std::string text, size_t max) {
 
 void PrintJobHeader() {
   std::printf("%-14s %-10s %-10s %-9s %15s %7s  %s\n", "JOB", "APP", "NAME", "STATE",
-              "DONE/TASKS", "RUNNING", "ERROR");
+              "DONE/TASKS", "RUNNING", "NOTE");
 }
 
-// One row of the jobs table; the error cut to one line (claw status JOB
+// What the NOTE column says: a failed job's error, or why a running job
+// waits.
+std::string NoteOf(const v1::JobInfo& j) {
+  if (!j.error().empty()) return j.error();
+  return j.waiting().empty() ? "" : "waiting: " + j.waiting();
+}
+
+// One row of the jobs table; the note cut to one line (claw status JOB
 // prints it whole).
 void PrintJob(const v1::JobInfo& j) {
   std::string tasks = std::to_string(j.tasks_done()) + "/" + std::to_string(j.tasks_total());
   std::printf("%-14s %-10s %-10s %-9s %15s %7u  %s\n", j.job_id().c_str(), j.app().c_str(),
               j.name().empty() ? "-" : OneLine(j.name(), 10).c_str(), j.state().c_str(),
-              tasks.c_str(), j.tasks_running(), OneLine(j.error(), 60).c_str());
+              tasks.c_str(), j.tasks_running(), OneLine(NoteOf(j), 60).c_str());
 }
 
 // ---- coordinator ------------------------------------------------------------------
@@ -115,6 +122,14 @@ void AddCoordinator(CLI::App& cli) {
                 "No TLS and no API tokens: every client call is the local user (loopback only)");
   cmd->add_option("--tls-name", opts->tls_names,
                   "Extra DNS name or IP address for the server certificate made on first start");
+  cmd->add_option("--connections-per-address", opts->max_connections_per_address,
+                  "Connections one remote address may hold at once, per port (more are reset; "
+                  "raise it for many agents behind one NAT)")
+      ->capture_default_str();
+  auto handshake_s = std::make_shared<double>(10);
+  cmd->add_option("--handshake-timeout", *handshake_s,
+                  "Seconds a new connection has to complete its handshake")
+      ->capture_default_str();
   auto* init = cmd->add_subcommand(
       "init", "Create the coordinator's keys in the data directory (done on first start too)");
   init->add_option("--data", opts->data_dir, "Data directory")->capture_default_str();
@@ -149,9 +164,10 @@ void AddCoordinator(CLI::App& cli) {
   cmd->fallthrough();
   init->fallthrough();
   stop->fallthrough();
-  cmd->callback([opts, grace_s, init, stop, detach] {
+  cmd->callback([opts, grace_s, handshake_s, init, stop, detach] {
     if (init->parsed() || stop->parsed()) return;
     opts->http_host = opts->grpc_host;
+    opts->handshake_timeout = Duration(static_cast<int64_t>(*handshake_s * 1e6));
     opts->coordinator.scheduler.session_grace =
         Duration(static_cast<int64_t>(*grace_s * 1e6));
     DetachedChild child;
@@ -588,9 +604,12 @@ void AddQueries(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
     }
     PrintJobHeader();
     PrintJob(*info);
-    if (info->error().find('\n') != std::string::npos || info->error().size() > 60) {
-      std::printf("error:\n  ");
-      for (char c : info->error()) std::printf(c == '\n' ? "\n  " : "%c", c);
+    std::string note = NoteOf(*info);
+    if (note.find('\n') != std::string::npos || note.size() > 60) {
+      std::printf("%s:\n  ", info->error().empty() ? "note" : "error");
+      for (char c : info->error().empty() ? info->waiting() : info->error()) {
+        std::printf(c == '\n' ? "\n  " : "%c", c);
+      }
       std::printf("\n");
     }
   });
@@ -653,13 +672,15 @@ void AddWorker(CLI::App& cli) {
   cmd->add_option("--cpu-seconds", limits->cpu_seconds);
   auto blob_dir = std::make_shared<std::string>();
   cmd->add_option("--slot", *slot);
+  auto sandbox_uid = std::make_shared<uint32_t>(0);
+  cmd->add_option("--sandbox-uid", *sandbox_uid);
   cmd->add_option("--blob-dir", *blob_dir);
   // CLI11 writes each option's value through the reference given above
   // during parse(): the callback holds every one of them (a freed --slot
   // once overwrote the blob dir's path).
-  cmd->callback([limits, slot, blob_dir] {
+  cmd->callback([limits, slot, sandbox_uid, blob_dir] {
     AppRegistry apps = BuiltinApps();
-    int rc = RunWorker(apps, *limits, *blob_dir);
+    int rc = RunWorker(apps, *limits, *blob_dir, *sandbox_uid);
     std::exit(rc);
   });
 }

@@ -17,6 +17,14 @@ namespace claw {
 
 void DrawProgress(const v1::JobInfo& info) {
   static int last_decile = -1;
+  static std::string last_waiting;
+  if (info.waiting() != last_waiting) {  // why it is stuck, once each time it changes
+    last_waiting = info.waiting();
+    if (!last_waiting.empty()) {
+      std::fprintf(stderr, "%s%s: waiting: %s\n", isatty(2) ? "\n" : "", info.job_id().c_str(),
+                   last_waiting.c_str());
+    }
+  }
   double frac = info.tasks_total() ? static_cast<double>(info.tasks_done()) / info.tasks_total() : 0;
   if (!isatty(2)) {
     int decile = static_cast<int>(frac * 10);

@@ -7,13 +7,13 @@
 
 namespace claw {
 
-Result<std::optional<UserRecord>> BlobServiceImpl::Caller(const grpc::ServerContext& ctx,
+Result<BlobServiceImpl::Caller> BlobServiceImpl::Identify(const grpc::ServerContext& ctx,
                                                           const std::string& hash) {
   std::string_view agent = Metadata(ctx, "claw-agent");
   if (agent.empty()) {
     auto user = CallingUser(ctx, coordinator_, insecure_local_);
     if (!user.ok()) return user.status();
-    return std::optional<UserRecord>(std::move(user).value());
+    return Caller{std::move(user).value(), ""};
   }
   std::string_view time = Metadata(ctx, "claw-time");
   int64_t unix_ms = 0;
@@ -25,7 +25,7 @@ Result<std::optional<UserRecord>> BlobServiceImpl::Caller(const grpc::ServerCont
   if (!signature.ok()) return PermissionDenied("claw-signature: missing or not hex");
   CLAW_RETURN_IF_ERROR(coordinator_->AuthenticateAgentBlobCall(std::string(agent), unix_ms,
                                                                *signature, hash));
-  return std::optional<UserRecord>();
+  return Caller{std::nullopt, std::string(agent)};
 }
 
 grpc::Status BlobServiceImpl::PutBlob(grpc::ServerContext* ctx,
@@ -40,8 +40,12 @@ grpc::Status BlobServiceImpl::PutBlob(grpc::ServerContext* ctx,
     return ToGrpc(InvalidArgument("sha256: the first chunk must name the blob (64 lowercase hex "
                                   "digits of its SHA-256)"));
   }
-  auto caller = Caller(*ctx, hash);
+  auto caller = Identify(*ctx, hash);
   if (!caller.ok()) return ToGrpc(caller.status());
+  if (!caller->user) {
+    Status may = coordinator_->MayAgentWriteBlob(caller->agent);
+    if (!may.ok()) return ToGrpc(may);
+  }
   const uint64_t size = chunk.size();
   if (size > coordinator_->max_blob_bytes()) {
     return ToGrpc(ResourceExhausted("size: " + std::to_string(size) + " bytes is more than the " +
@@ -50,13 +54,13 @@ grpc::Status BlobServiceImpl::PutBlob(grpc::ServerContext* ctx,
   info->set_sha256(hash);
   info->set_size(size);
   auto record = [&]() -> grpc::Status {
-    if (caller->has_value()) return ToGrpc(coordinator_->BlobUploaded(hash, **caller));
+    if (caller->user) return ToGrpc(coordinator_->BlobUploaded(hash, *caller->user));
     return grpc::Status::OK;
   };
   // An agent's upload of a blob already here needs no bytes (its writes
   // end). A user must send them all the same: knowing a hash must not be
   // enough to become an owner of someone else's file.
-  if (!caller->has_value() && blobs->Has(hash)) return grpc::Status::OK;
+  if (!caller->user && blobs->Has(hash)) return grpc::Status::OK;
   auto writer = blobs->Begin(hash, size);
   if (!writer.ok()) return ToGrpc(writer.status());
   do {
@@ -84,12 +88,11 @@ grpc::Status BlobServiceImpl::GetBlob(grpc::ServerContext* ctx, const v1::BlobRe
   if (!IsBlobHash(hash)) {
     return ToGrpc(InvalidArgument("sha256: not a blob name (64 lowercase hex digits)"));
   }
-  auto caller = Caller(*ctx, hash);
+  auto caller = Identify(*ctx, hash);
   if (!caller.ok()) return ToGrpc(caller.status());
-  if (caller->has_value()) {
-    Status may = coordinator_->MayReadBlob(hash, **caller);
-    if (!may.ok()) return ToGrpc(may);
-  }
+  Status may = caller->user ? coordinator_->MayReadBlob(hash, *caller->user)
+                            : coordinator_->MayAgentReadBlob(hash, caller->agent);
+  if (!may.ok()) return ToGrpc(may);
   auto size = blobs->Size(hash);
   if (!size.ok()) return ToGrpc(size.status());
   v1::BlobChunk chunk;

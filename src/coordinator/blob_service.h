@@ -27,9 +27,13 @@ class BlobServiceImpl final : public v1::BlobService::Service {
                        grpc::ServerWriter<v1::BlobChunk>* writer) override;
 
  private:
-  // Who is calling about `hash`: a user (returned), or an agent (nullopt)
-  // whose signature checks out. An error when neither.
-  Result<std::optional<UserRecord>> Caller(const grpc::ServerContext& ctx, const std::string& hash);
+  // Who is calling about `hash`: a user, or an agent whose signature checks
+  // out. An error when neither.
+  struct Caller {
+    std::optional<UserRecord> user;  // set for a user
+    AgentId agent;                   // set for an agent
+  };
+  Result<Caller> Identify(const grpc::ServerContext& ctx, const std::string& hash);
 
   Coordinator* coordinator_;
   bool insecure_local_;

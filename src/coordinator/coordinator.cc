@@ -51,6 +51,7 @@ nlohmann::json JobInfoToJson(const v1::JobInfo& i) {
                       {"finished_unix_ms", i.finished_unix_ms()},
                       {"task_seconds", i.task_seconds()}};
   if (!i.error().empty()) j["error"] = i.error();
+  if (!i.waiting().empty()) j["waiting"] = i.waiting();
   return j;
 }
 
@@ -478,6 +479,7 @@ v1::JobInfo Coordinator::InfoOf(const JobView& v) const {
   i.set_created_unix_ms(v.record.created.unix_ms());
   if (IsFinal(v.record.state)) i.set_finished_unix_ms(v.record.finished.unix_ms());
   i.set_error(v.record.error);
+  i.set_waiting(v.waiting);
   i.set_task_seconds(static_cast<double>(v.record.task_runtime_us) / 1e6);
   return i;
 }
@@ -529,6 +531,25 @@ Status Coordinator::MayReadBlob(const std::string& hash, const UserRecord& calle
   auto owns = store_->IsBlobOwner(BlobOwner{hash, caller.name});
   if (!owns.ok()) return owns.status();
   return *owns ? Status::Ok() : absent;
+}
+
+Status Coordinator::MayAgentReadBlob(const std::string& hash, const AgentId& agent) {
+  std::lock_guard lock(mu_);
+  bool named = sched_.AnyLeasedTask(agent, [&](const App& app, std::string_view params) {
+    std::vector<std::string> inputs = app.TaskInputBlobs(params);
+    return std::find(inputs.begin(), inputs.end(), hash) != inputs.end();
+  });
+  if (named && options_.blobs && options_.blobs->Has(hash)) return Status::Ok();
+  return NotFound("no blob " + hash.substr(0, 64) + " for agent " + agent +
+                  " (an agent reads only the inputs of tasks it holds)");
+}
+
+Status Coordinator::MayAgentWriteBlob(const AgentId& agent) {
+  std::lock_guard lock(mu_);
+  if (sched_.AnyLeasedTask(agent, [](const App&, std::string_view) { return true; })) {
+    return Status::Ok();
+  }
+  return PermissionDenied("agent " + agent + " holds no task: an agent uploads only its outputs");
 }
 
 Status Coordinator::BlobUploaded(const std::string& hash, const UserRecord& caller) {

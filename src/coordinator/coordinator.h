@@ -155,6 +155,13 @@ class Coordinator {
   // Records that `caller` uploaded the blob (and so may read it and name it
   // in jobs).
   Status BlobUploaded(const std::string& hash, const UserRecord& caller);
+  // Ok if the agent may read the blob: only while it holds a lease on a task
+  // that names it as an input (App::TaskInputBlobs). Enrolling a device of
+  // one's own gives no more than that. NotFound otherwise, as above.
+  Status MayAgentReadBlob(const std::string& hash, const AgentId& agent);
+  // Ok if the agent may upload: only while it holds a lease (its outputs).
+  // PermissionDenied otherwise.
+  Status MayAgentWriteBlob(const AgentId& agent);
   // Checks an agent's blob call: a known agent, a fresh timestamp, and its
   // signature of BlobCallMessage. PermissionDenied if not.
   Status AuthenticateAgentBlobCall(const std::string& agent_id, int64_t unix_ms,

@@ -191,9 +191,19 @@ void HttpApi::Routes() {
 Result<int> HttpApi::Start(const std::string& host, int port) {
   if (!server_->is_valid()) return Internal("HTTPS: cannot load the server certificate or key");
   Routes();
+  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a
+  // second coordinator bound the port too and got half the connections.
+  server_->set_socket_options([](int sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   int bound =
       port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
-  if (bound < 0) return Unavailable("cannot bind HTTP " + host + ":" + std::to_string(port));
+  if (bound < 0) {
+    return FailedPrecondition("port " + std::to_string(port) + " on " + host +
+                              " is in use (another coordinator, or another program): choose "
+                              "another with --port / --http-port");
+  }
   thread_ = std::thread([this] { server_->listen_after_bind(); });
   return bound;
 }

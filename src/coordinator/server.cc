@@ -8,6 +8,7 @@
 #include "common/crypto.h"
 #include "common/files.h"
 #include "coordinator/certificates.h"
+#include "coordinator/tcp_listener.h"
 
 namespace claw {
 
@@ -111,9 +112,26 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(ServerOption
     credentials = grpc::SslServerCredentials(ssl);
     s->tls_ = true;
   }
+  // Our own listener hands connections to gRPC (tcp_listener.h says why).
+  uint64_t descriptors = RaiseDescriptorLimit();
+  TcpListener::Options lo;
+  lo.host = s->options_.grpc_host;
+  lo.port = s->options_.grpc_port;
+  lo.max_per_address = s->options_.max_connections_per_address;
+  auto listener = TcpListener::Listen(lo, log);
+  if (!listener.ok()) return listener.status();
+  s->listener_ = std::move(listener).value();
+  s->grpc_port_ = s->listener_->port();
+  log->info("file descriptors: {} (each agent holds one; see docs/operations.md)", descriptors);
   grpc::ServerBuilder builder;
-  std::string address = s->options_.grpc_host + ":" + std::to_string(s->options_.grpc_port);
-  builder.AddListeningPort(address, credentials, &s->grpc_port_);
+  s->acceptor_ = builder.experimental().AddExternalConnectionAcceptor(
+      grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, credentials);
+  // A connection that completes no TLS handshake and sends no HTTP/2
+  // SETTINGS in this time is closed; one with no call for the idle time too
+  // (agents' sessions are calls, and keepalive pings find dead ones).
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                             static_cast<int>(s->options_.handshake_timeout.count() / 1000));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 5 * 60 * 1000);
   builder.SetMaxReceiveMessageSize(s->options_.max_message_bytes);
   builder.SetMaxSendMessageSize(s->options_.max_message_bytes);
   // Keepalive pings find agents that vanished without closing their stream.
@@ -127,7 +145,8 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(ServerOption
       std::make_unique<BlobServiceImpl>(s->coordinator_.get(), s->options_.insecure_local);
   builder.RegisterService(s->blob_service_.get());
   s->grpc_ = builder.BuildAndStart();
-  if (!s->grpc_ || s->grpc_port_ == 0) return Unavailable("cannot listen for gRPC on " + address);
+  if (!s->grpc_) return Unavailable("cannot start the gRPC server");
+  s->listener_->Start(s->acceptor_.get());
 
   if (s->options_.http_port >= 0) {
     s->http_ = std::make_unique<HttpApi>(
@@ -178,6 +197,7 @@ void CoordinatorServer::Shutdown() {
   cv_.notify_all();
   if (ticker_.joinable()) ticker_.join();
   if (http_) http_->Stop();
+  if (listener_) listener_->Stop();  // before gRPC: it must not be handed connections after
   // Ends open streams promptly instead of waiting for agents to hang up.
   if (grpc_) grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
   std::error_code ec;

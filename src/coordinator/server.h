@@ -19,6 +19,7 @@
 #include "coordinator/coordinator.h"
 #include "coordinator/grpc_services.h"
 #include "coordinator/http_api.h"
+#include "coordinator/tcp_listener.h"
 #include "store/store.h"
 
 namespace claw {
@@ -30,6 +31,10 @@ struct ServerOptions {
   std::string http_host = "127.0.0.1";
   int http_port = 7451;  // 0: any free port; -1: no HTTP
   int max_message_bytes = 16 << 20;
+  // gRPC connections from one remote address at once (more are reset).
+  size_t max_connections_per_address = 256;
+  // A gRPC connection that completes no handshake in this time is closed.
+  Duration handshake_timeout = std::chrono::seconds(10);
   // One-time enrollment tokens to create at start, written to
   // <data_dir>/enroll-tokens (mode 0600).
   size_t enroll_tokens = 0;
@@ -78,6 +83,8 @@ class CoordinatorServer {
   std::unique_ptr<ClientServiceImpl> client_service_;
   std::unique_ptr<BlobServiceImpl> blob_service_;
   std::unique_ptr<BlobDir> blobs_;
+  std::unique_ptr<TcpListener> listener_;
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor_;
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<HttpApi> http_;
   std::vector<std::string> tokens_;

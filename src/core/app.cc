@@ -2,6 +2,11 @@
 
 namespace claw {
 
+std::string App::Difference(std::string_view, std::string_view a, std::string_view b) const {
+  return a.size() == b.size() ? "their values" : "their values (" + std::to_string(a.size()) +
+                                                     " bytes against " + std::to_string(b.size()) + ")";
+}
+
 void AppRegistry::Register(std::unique_ptr<App> app) {
   std::string name(app->Name());
   apps_[name] = std::move(app);

@@ -5,7 +5,8 @@
 //   Run         one task's params -> its output bytes (runs in a worker process)
 //   Merge       all outputs, in task order -> the job's result (JSON)
 //   Equivalent  do two outputs of the same task agree? (exactly or within a
-//               tolerance, as the app's numerics demand)
+//               tolerance, as the app's numerics demand; Difference says
+//               what differs when they do not)
 //
 // Implementations are stateless and thread-safe.
 #pragma once
@@ -32,6 +33,9 @@ struct RunContext {
   // (App::OutputBlobs) must be here when Run returns. Null where the caller
   // keeps no blobs (then apps that need them fail the task).
   const BlobDir* blobs = nullptr;
+  // The uid that sandboxes of this worker's slot run as when the agent is
+  // root (apps/sandbox.h); 0: none chosen.
+  uint32_t sandbox_uid = 0;
 };
 
 class App {
@@ -45,7 +49,15 @@ class App {
   // `outputs[i]` is the output of task i. On error the job fails with it.
   virtual Result<nlohmann::json> Merge(const JobSpec& spec,
                                        const std::vector<std::string_view>& outputs) const = 0;
-  virtual bool Equivalent(std::string_view a, std::string_view b) const = 0;
+  // Whether two outputs of the task with `task_params` agree. The params
+  // may say on what (exec's "compare"): the job's author decides that,
+  // never an agent.
+  virtual bool Equivalent(std::string_view task_params, std::string_view a,
+                          std::string_view b) const = 0;
+  // For two outputs that are not Equivalent: what differs, in a few words
+  // for the job's error (exec: "stdout", "the file frame1.png").
+  virtual std::string Difference(std::string_view task_params, std::string_view a,
+                                 std::string_view b) const;
   // Replication and quorum for jobs that do not set them. Apps whose results
   // cannot be checked cheaply any other way should ask for 2/2.
   // Whether this process can run the app's tasks (exec needs a sandbox,

@@ -10,22 +10,13 @@ Result<JobSpec> ParseJobSpec(std::string_view json_text, const AppRegistry& apps
                              " bytes is larger than the limit of " + std::to_string(kMaxSpecBytes));
   }
   nlohmann::json j = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    // Re-parse with exceptions only to obtain the position for the message.
-    try {
-      auto unused = nlohmann::json::parse(json_text);
-      (void)unused;
-    } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for huge numbers
-      return InvalidArgument(std::string("spec: malformed JSON: ") + e.what());
-    }
-    return InvalidArgument("spec: malformed JSON");
-  }
+  if (j.is_discarded()) return DescribeJsonError(json_text, "spec");
   if (!j.is_object()) return InvalidArgument("spec: must be a JSON object");
 
   FieldReader f(j, "spec");
   CLAW_RETURN_IF_ERROR(f.NoUnknownFields(
       {"app", "name", "params", "tasks", "seed", "priority", "max_attempts", "task_timeout_s",
-       "replication", "quorum", "max_replicas", "adaptive"}));
+       "replication", "quorum", "max_replicas", "quorum_wait_s", "adaptive"}));
   JobSpec spec;
   auto app = f.String("app", 64, std::nullopt);
   if (!app.ok()) return app.status();
@@ -37,7 +28,8 @@ Result<JobSpec> ParseJobSpec(std::string_view json_text, const AppRegistry& apps
   spec.app = *app;
   App::Redundancy redundancy = apps.Find(*app)->DefaultRedundancy();
   auto name = f.String("name", 128, "");
-  auto tasks = f.Integer("tasks", 0, kMaxTasksPerJob, 0);
+  // Absent: the app decides how many (0). Given: at least one.
+  auto tasks = f.Integer("tasks", 1, kMaxTasksPerJob, 0);
   auto seed = f.Unsigned("seed", 1);
   auto priority = f.Integer("priority", -100, 100, 0);
   auto attempts = f.Integer("max_attempts", 1, 20, 3);
@@ -59,6 +51,9 @@ Result<JobSpec> ParseJobSpec(std::string_view json_text, const AppRegistry& apps
   int64_t default_max = std::min<int64_t>(kMaxReplicas, *replication > 1 ? 4 * *replication : 1);
   auto max_replicas = f.Integer("max_replicas", *replication, kMaxReplicas, default_max);
   if (!max_replicas.ok()) return max_replicas.status();
+  auto quorum_wait = f.Integer("quorum_wait_s", 1, 7 * 24 * 3600, 600);
+  if (!quorum_wait.ok()) return quorum_wait.status();
+  spec.quorum_wait = std::chrono::seconds(*quorum_wait);
   spec.replication = static_cast<uint32_t>(*replication);
   spec.quorum = static_cast<uint32_t>(*quorum);
   spec.max_replicas = static_cast<uint32_t>(*max_replicas);

@@ -124,4 +124,105 @@ Status FieldReader::NoUnknownFields(const std::vector<std::string>& known) const
   return Status::Ok();
 }
 
+namespace {
+
+// Follows the parse with a stack of where it is (object keys and array
+// indexes), so that an error can say which field it is in.
+class PathTracker : public nlohmann::json::json_sax_t {
+ public:
+  bool null() override { return Value(); }
+  bool boolean(bool) override { return Value(); }
+  bool number_integer(number_integer_t) override { return Value(); }
+  bool number_unsigned(number_unsigned_t) override { return Value(); }
+  bool number_float(number_float_t, const string_t&) override { return Value(); }
+  bool string(string_t&) override { return Value(); }
+  bool binary(binary_t&) override { return Value(); }
+  bool start_object(std::size_t) override {
+    Value();
+    stack_.push_back({true, "", 0, false});
+    return true;
+  }
+  bool key(string_t& k) override {
+    stack_.back().key = k;
+    return true;
+  }
+  bool end_object() override {
+    stack_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    Value();
+    stack_.push_back({false, "", 0, false});
+    return true;
+  }
+  bool end_array() override {
+    stack_.pop_back();
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string& token,
+                   const nlohmann::detail::exception& e) override {
+    token_ = token;
+    message_ = e.what();
+    id_ = e.id;
+    return false;
+  }
+
+  // Where the parser stopped, as "a.b[2]" (empty: at the top). An error in
+  // an array is in the element after the last one that parsed.
+  std::string Path() const {
+    std::string path;
+    for (size_t i = 0; i < stack_.size(); ++i) {
+      const Level& l = stack_[i];
+      if (l.object) {
+        if (!l.key.empty()) path += (path.empty() ? "" : ".") + l.key;
+      } else {
+        size_t index = i + 1 == stack_.size() && l.seen ? l.index + 1 : l.index;
+        path += "[" + std::to_string(index) + "]";
+      }
+    }
+    return path;
+  }
+  const std::string& token() const { return token_; }
+  const std::string& message() const { return message_; }
+  int id() const { return id_; }
+
+ private:
+  struct Level {
+    bool object;
+    std::string key;   // objects: the key of the value being read
+    size_t index = 0;  // arrays: the element being read
+    bool seen = false; // arrays: an element has started
+  };
+  // A value starts: in an array, it is the next element.
+  bool Value() {
+    if (!stack_.empty() && !stack_.back().object) {
+      Level& l = stack_.back();
+      if (l.seen) l.index++;
+      l.seen = true;
+    }
+    return true;
+  }
+  std::vector<Level> stack_;
+  std::string token_, message_;
+  int id_ = 0;
+};
+
+}  // namespace
+
+Status DescribeJsonError(std::string_view text, const std::string& prefix) {
+  PathTracker tracker;
+  nlohmann::json::sax_parse(text.begin(), text.end(), &tracker);
+  std::string path = tracker.Path();
+  // out_of_range.406: a number literal too large for a double.
+  if (tracker.id() == 406 && !path.empty()) {
+    std::string number = tracker.token().substr(0, 40);
+    return InvalidArgument(prefix + "." + path + ": the number " + number +
+                           " is out of range (larger than a double can hold)");
+  }
+  if (tracker.message().empty()) return InvalidArgument(prefix + ": malformed JSON");
+  return InvalidArgument(prefix + ": malformed JSON" +
+                         (path.empty() ? "" : " (in " + prefix + "." + path + ")") + ": " +
+                         tracker.message());
+}
+
 }  // namespace claw

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -38,5 +39,11 @@ class FieldReader {
   const nlohmann::json& obj_;
   std::string prefix_;
 };
+
+// Why `text` is not valid JSON, naming where: "<prefix>.<path>: <what>" for
+// an error inside a value of an object (e.g. a number too large for a
+// double: "spec.params.paths: the number 1e999999 is out of range"), else
+// "<prefix>: malformed JSON: <the parser's message>".
+Status DescribeJsonError(std::string_view text, const std::string& prefix);
 
 }  // namespace claw

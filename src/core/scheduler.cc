@@ -1,81 +1,11 @@
 #include "core/scheduler.h"
 
+#include "core/scheduler_state.h"
+
 #include <algorithm>
 #include <cmath>
 
 namespace claw {
-
-struct Scheduler::ReplicaResult {
-  Agent* agent = nullptr;
-  std::string output;
-  uint64_t runtime_us = 0;
-  LeaseId lease = 0;  // leases are issued in order: this dates the answer
-};
-
-struct Scheduler::Task {
-  std::string params;
-  std::string output;  // canonical, once done
-  double cost_flop = 0;
-  TaskState state = TaskState::kPending;
-  uint32_t attempts = 0;
-  uint64_t runtime_us = 0;             // summed over the replicas, once done
-  std::string last_error;
-  uint32_t target = 1;                 // results to gather
-  uint32_t queued = 0;                 // entries in the job's pending queue
-  std::vector<LeaseId> leases;         // active replicas
-  std::vector<ReplicaResult> results;  // answers not yet settled by a vote
-  Agent* unchecked_by = nullptr;       // done on this agent's word alone
-  LeaseId unchecked_lease = 0;         // ... given on this lease
-};
-
-namespace {
-bool Settled(TaskState s) { return s == TaskState::kDone || s == TaskState::kFailed; }
-}  // namespace
-
-struct Scheduler::Job {
-  JobRecord record;
-  JobSpec spec;
-  const App* app = nullptr;
-  std::vector<std::string> needs;  // apps an agent must run to take its tasks
-  std::vector<Task> tasks;  // emptied once the job ends
-  std::deque<uint32_t> pending;
-  uint32_t done = 0;
-  uint32_t leased = 0;
-  uint32_t failed = 0;
-  uint64_t seq = 0;
-  bool runnable = false;
-  std::unordered_set<LeaseId> leases;
-};
-
-struct Scheduler::Lease {
-  Job* job = nullptr;
-  uint32_t index = 0;
-  Agent* agent = nullptr;
-  Time deadline;
-  double estimate = 0;  // the task's run time on its agent by its cost and the agent's FLOPS
-  double seconds = 0;   // the same, corrected by what the app's tasks really took
-};
-
-struct Scheduler::Agent {
-  AgentId id;
-  std::string owner;  // empty: unknown (then only the agent itself counts)
-  uint32_t slots = 1;
-  double held_seconds = 0;  // estimated run time of the tasks it holds
-  std::vector<std::string> apps;  // what it can run; empty: all
-  bool connected = false;
-  uint32_t demand = 0;
-  double flops = 0;
-  Time disconnected_at;
-  std::unordered_set<LeaseId> leases;
-  Reputation reputation;
-  // Results accepted from it unchecked and not yet vouched for, oldest first.
-  struct Unverified {
-    JobId job;
-    uint32_t index;
-    LeaseId lease;
-  };
-  std::vector<Unverified> unverified;
-};
 
 bool Scheduler::ById::operator()(const Agent* a, const Agent* b) const { return a->id < b->id; }
 
@@ -171,11 +101,13 @@ Status Scheduler::Restore(RecoveredState state, Time now) {
   std::stable_sort(state.replicas.begin(), state.replicas.end(),
                    [](const ReplicaRecord& a, const ReplicaRecord& b) { return a.lease < b.lease; });
   for (auto& r : state.replicas) {
-    if (r.verdict == Verdict::kUnverified) {
+    if (r.verdict == Verdict::kUnverified || r.verdict == Verdict::kVouched) {
       Agent& agent = AgentFor(r.agent);
-      agent.unverified.push_back({r.job, r.index, r.lease});
+      bool vouched = r.verdict == Verdict::kVouched;
+      agent.unchecked.push_back({r.job, r.index, r.lease, vouched});
       Job* job = FindJob(r.job);
-      if (job && r.index < job->tasks.size() && job->tasks[r.index].state == TaskState::kDone) {
+      if (!vouched && job && r.index < job->tasks.size() &&
+          job->tasks[r.index].state == TaskState::kDone) {
         job->tasks[r.index].unchecked_by = &agent;
         job->tasks[r.index].unchecked_lease = r.lease;
       }
@@ -287,6 +219,14 @@ void Scheduler::RecordTask(const Job& job, uint32_t index) {
       TaskUpdate{job.record.id, index, t.state, t.attempts, t.output, t.runtime_us, t.target});
 }
 
+bool Scheduler::RunsNeeds(const Agent& agent, const Job& job) const {
+  if (agent.apps.empty()) return true;  // it did not say: anything
+  for (const std::string& need : job.needs) {
+    if (std::find(agent.apps.begin(), agent.apps.end(), need) == agent.apps.end()) return false;
+  }
+  return true;
+}
+
 bool Scheduler::Involves(const Task& task, const Agent& agent) const {
   auto same = [&](const Agent* other) {
     return other == &agent || (options_.distinct_owners && !agent.owner.empty() &&
@@ -352,6 +292,22 @@ std::vector<LeaseId> Scheduler::AgentConnected(const AgentId& id, double flops,
   }
   (void)now;
   return invalid;
+}
+
+bool Scheduler::AnyLeasedTask(const AgentId& id,
+                              const std::function<bool(const App&, std::string_view)>& fn) const {
+  auto it = agents_.find(id);
+  if (it == agents_.end()) return false;
+  for (LeaseId l : it->second->leases) {
+    auto lease = leases_.find(l);
+    if (lease == leases_.end()) continue;
+    const Job& job = *lease->second.job;
+    if (job.app && lease->second.index < job.tasks.size() &&
+        fn(*job.app, job.tasks[lease->second.index].params)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 const App* Scheduler::AppOfLease(LeaseId lease) const {
@@ -494,11 +450,7 @@ uint32_t Scheduler::TakeFrom(Job& job, Agent& agent, uint32_t n, Time now,
   // Bounded, so that an agent that has seen most of a long queue does not
   // make every dispatch walk all of it.
   constexpr size_t kMaxSkips = 256;
-  if (!agent.apps.empty()) {  // it said what it can run: only those
-    for (const std::string& need : job.needs) {
-      if (std::find(agent.apps.begin(), agent.apps.end(), need) == agent.apps.end()) return 0;
-    }
-  }
+  if (!RunsNeeds(agent, job)) return 0;
   std::vector<uint32_t> aside;
   uint32_t granted = 0;
   while (granted < n && !job.pending.empty() && aside.size() < kMaxSkips) {
@@ -583,244 +535,6 @@ void Scheduler::AddResult(Job& job, uint32_t index, Agent& agent, ResultIn& resu
   Vote(job, index, now);
 }
 
-void Scheduler::DecideReplication(Job& job, uint32_t index, const Agent& agent) {
-  if (!job.spec.adaptive || job.spec.quorum <= 1) return;
-  Task& task = job.tasks[index];
-  uint32_t want = job.spec.replication;
-  if (Trusted(agent) &&
-      std::uniform_real_distribution<double>(0, 1)(rng_) >= options_.spot_check_rate) {
-    want = 1;
-  }
-  if (want == task.target) return;
-  // Queue entries beyond the target are dropped as they come up; missing
-  // ones (a task that had been going to run once) are added.
-  uint32_t outstanding = want - 1;
-  if (task.queued < outstanding) Requeue(job, index, outstanding - task.queued);
-  task.target = want;
-  RecordTask(job, index);
-}
-
-bool Scheduler::Trusted(const Agent& agent) const {
-  return agent.reputation.streak >= options_.trust_streak &&
-         agent.reputation.error_rate < options_.trust_error_rate;
-}
-
-void Scheduler::Vote(Job& job, uint32_t index, Time now) {
-  Task& task = job.tasks[index];
-  // A task that runs once (adaptive replication) settles on its one result.
-  const uint32_t quorum = std::min(job.spec.quorum, task.target);
-  size_t best = 0, best_count = 0;
-  if (task.results.size() >= quorum) {
-    for (size_t i = 0; i < task.results.size(); ++i) {
-      size_t count = 1;
-      for (size_t j = 0; j < task.results.size(); ++j) {
-        if (j != i && job.app->Equivalent(task.results[i].output, task.results[j].output)) {
-          count++;
-        }
-      }
-      if (count > best_count) best = i, best_count = count;
-      if (best_count >= quorum) break;
-    }
-    if (best_count >= quorum) {
-      Settle(job, index, best, now);
-      return;
-    }
-  }
-  if (!task.leases.empty() || task.queued > 0) return;  // more answers coming
-  if (task.results.size() < task.target) {
-    Requeue(job, index, static_cast<uint32_t>(task.target - task.results.size()));
-    return;
-  }
-  size_t counted = 0;  // answers from agents not on probation
-  for (const auto& r : task.results) {
-    counted += r.agent->reputation.error_rate < options_.probation_error_rate;
-  }
-  if (counted < job.spec.max_replicas && task.results.size() < 2 * job.spec.max_replicas) {
-    task.target++;  // a tie-breaker
-    Requeue(job, index);
-    RecordTask(job, index);
-    return;
-  }
-  for (const auto& r : task.results) {
-    batch_.verdicts.push_back(VerdictUpdate{job.record.id, index, r.agent->id, Verdict::kInvalid});
-  }
-  task.state = TaskState::kFailed;
-  job.failed++;
-  RecordTask(job, index);
-  FinishJob(job, JobState::kFailed, "",
-            "task " + std::to_string(index) + ": no quorum among " +
-                std::to_string(task.results.size()) + " results (at most " +
-                std::to_string(std::max<size_t>(best_count, 1)) + " agree, " +
-                std::to_string(quorum) + " needed)",
-            now);
-}
-
-void Scheduler::Settle(Job& job, uint32_t index, size_t canonical, Time now) {
-  Task& task = job.tasks[index];
-  const ReplicaResult& winner = task.results[canonical];
-  struct Judged {
-    Agent* agent;
-    bool valid;
-    LeaseId lease;
-  };
-  std::vector<Judged> judged;
-  if (job.spec.quorum > 1 && task.results.size() == 1) {  // accepted unchecked
-    batch_.verdicts.push_back(
-        VerdictUpdate{job.record.id, index, winner.agent->id, Verdict::kUnverified});
-    winner.agent->unverified.push_back({job.record.id, index, winner.lease});
-    task.unchecked_by = winner.agent;
-    task.unchecked_lease = winner.lease;
-  } else if (job.spec.quorum > 1) {
-    for (size_t i = 0; i < task.results.size(); ++i) {
-      const ReplicaResult& r = task.results[i];
-      bool valid = i == canonical || job.app->Equivalent(r.output, winner.output);
-      batch_.verdicts.push_back(VerdictUpdate{job.record.id, index, r.agent->id,
-                                              valid ? Verdict::kValid : Verdict::kInvalid});
-      judged.push_back({r.agent, valid, r.lease});
-    }
-  }
-  // Replicas still running are not needed any more.
-  for (LeaseId id : std::vector<LeaseId>(task.leases)) {
-    Lease l = EndLease(id);
-    if (l.agent->connected) notices_.cancels[l.agent->id].push_back(id);
-  }
-  task.state = TaskState::kDone;
-  task.output = std::move(task.results[canonical].output);
-  task.runtime_us = 0;  // the compute every replica spent on it
-  for (const auto& r : task.results) task.runtime_us += r.runtime_us;
-  std::vector<ReplicaResult>().swap(task.results);
-  if (!judged.empty()) task.unchecked_by = nullptr;
-  job.done++;
-  RecordTask(job, index);
-  Grow(job, index);
-  // After the task is settled: a failed check may send other tasks of this
-  // very job back to pending.
-  for (const Judged& j : judged) Judge(*j.agent, j.valid, j.lease, now);
-  MaybeFinish(job, now);
-}
-
-void Scheduler::Grow(Job& job, uint32_t settled) {
-  if (!job.app->Grows(job.spec)) return;
-  std::vector<App::TaskView> view;
-  view.reserve(job.tasks.size());
-  for (const Task& t : job.tasks) {
-    view.push_back({t.params, t.state == TaskState::kDone ? std::string_view(t.output) : ""});
-  }
-  std::vector<TaskSpec> added = job.app->Expand(job.spec, view, settled);
-  if (added.empty()) return;
-  // Pushed to the front in reverse, so they run first and in their order.
-  for (auto it = added.rbegin(); it != added.rend(); ++it) {
-    uint32_t i = static_cast<uint32_t>(job.tasks.size());
-    Task& task = job.tasks.emplace_back();
-    task.params = std::move(it->params);
-    task.cost_flop = it->cost_flop;
-    task.target = job.spec.replication;
-    TaskRecord rec{job.record.id, i, task.params, task.cost_flop};
-    rec.target = task.target;
-    batch_.tasks_added.push_back(std::move(rec));
-    Requeue(job, i, task.target);
-  }
-  job.record.n_tasks = static_cast<uint32_t>(job.tasks.size());
-  batch_.job_updates.push_back(JobUpdate{job.record.id, job.record.state, job.record.finished,
-                                         "", "", job.record.task_runtime_us, job.record.n_tasks});
-  notices_.jobs_changed.insert(job.record.id);
-}
-
-void Scheduler::MaybeFinish(Job& job, Time now) {
-  if (job.record.state != JobState::kRunning || job.done != job.tasks.size()) return;
-  // One task per agent: the one it answered last. Passing that check
-  // vouches for its earlier answers too (Judge).
-  std::map<Agent*, uint32_t> to_check;
-  for (uint32_t i = 0; i < job.tasks.size(); ++i) {
-    const Task& t = job.tasks[i];
-    if (!t.unchecked_by) continue;
-    auto it = to_check.find(t.unchecked_by);
-    if (it == to_check.end() || job.tasks[it->second].unchecked_lease < t.unchecked_lease) {
-      to_check[t.unchecked_by] = i;
-    }
-  }
-  if (to_check.empty()) {
-    MergeJob(job, now);
-    return;
-  }
-  for (auto [agent, index] : to_check) {
-    Task& task = job.tasks[index];
-    task.state = TaskState::kPending;
-    job.done--;
-    task.results.push_back(ReplicaResult{agent, std::move(task.output), 0, task.unchecked_lease});
-    task.output.clear();
-    task.target = std::max<uint32_t>(job.spec.replication, 2);
-    Requeue(job, index, task.target - 1);
-    RecordTask(job, index);
-  }
-  notices_.jobs_changed.insert(job.record.id);
-}
-
-void Scheduler::Unsettle(Job& job, uint32_t index) {
-  Task& task = job.tasks[index];
-  if (task.state != TaskState::kDone) return;
-  task.state = TaskState::kPending;
-  task.output.clear();
-  task.unchecked_by = nullptr;
-  task.target = job.spec.replication;
-  job.done--;
-  Requeue(job, index, task.target);
-  RecordTask(job, index);
-  notices_.jobs_changed.insert(job.record.id);
-}
-
-void Scheduler::Judge(Agent& agent, bool valid, LeaseId lease, Time now) {
-  Reputation& rep = agent.reputation;
-  if (valid) {
-    rep.valid++;
-    rep.streak++;
-    rep.error_rate *= options_.error_decay;
-  } else {
-    rep.invalid++;
-    rep.streak = 0;
-    rep.error_rate = std::min(1.0, rep.error_rate + options_.error_step);
-  }
-  batch_.reputations[agent.id] = rep;
-  // A vote is a spot check: a good answer vouches for what the agent gave
-  // unchecked before it (not after: it may have turned since); a bad one
-  // revokes everything it gave unchecked. A job never ends while it holds
-  // unchecked results (MaybeFinish), so nothing published is taken back.
-  Verdict v = valid ? Verdict::kVouched : Verdict::kRevoked;
-  std::vector<Job*> vouched;
-  std::vector<Agent::Unverified> kept;
-  for (auto& u : std::exchange(agent.unverified, {})) {
-    if (valid && u.lease > lease) {
-      kept.push_back(std::move(u));
-      continue;
-    }
-    batch_.verdicts.push_back(VerdictUpdate{u.job, u.index, agent.id, v});
-    Job* job = FindJob(u.job);
-    if (!job || job->record.state != JobState::kRunning || u.index >= job->tasks.size()) continue;
-    Task& task = job->tasks[u.index];
-    if (valid) {
-      if (task.unchecked_by == &agent) {
-        task.unchecked_by = nullptr;
-        vouched.push_back(job);
-      }
-    } else if (task.state == TaskState::kDone) {
-      Unsettle(*job, u.index);
-    } else if (std::erase_if(task.results, [&](const ReplicaResult& r) { return r.agent == &agent; })) {
-      // It was under check: its answer leaves the vote.
-      task.unchecked_by = nullptr;
-      size_t have = task.leases.size() + task.results.size() + task.queued;
-      if (have < task.target) Requeue(*job, u.index, static_cast<uint32_t>(task.target - have));
-    }
-  }
-  agent.unverified = std::move(kept);
-  // A job may have been waiting only for this agent's word to be checked.
-  for (Job* job : vouched) MaybeFinish(*job, now);
-}
-
-Reputation Scheduler::ReputationOf(const AgentId& id) const {
-  auto it = agents_.find(id);
-  return it == agents_.end() ? Reputation{} : it->second->reputation;
-}
-
 // Merges in task order, so the result does not depend on the order in which
 // results arrived (floating-point addition is not associative).
 void Scheduler::MergeJob(Job& job, Time now) {
@@ -893,6 +607,7 @@ void Scheduler::Tick(Time now) {
       Requeue(*l.job, l.index);
     }
   }
+  CheckTieWaits(now);
 }
 
 std::optional<Time> Scheduler::NextWakeup() const {
@@ -902,14 +617,16 @@ std::optional<Time> Scheduler::NextWakeup() const {
     Time o = orphans_.begin()->first + options_.session_grace;
     if (!t || o < *t) t = o;
   }
+  if (!tie_waits_.empty() && (!t || next_tie_check_ < *t)) t = next_tie_check_;
   return t;
 }
 
 // ---- queries ------------------------------------------------------------------------
 
 JobView Scheduler::ViewOf(const Job& job) const {
-  JobView v{job.record, job.done, job.leased, job.failed};
+  JobView v{job.record, job.done, job.leased, job.failed, {}};
   if (job.record.state == JobState::kDone) v.done = job.record.n_tasks;
+  if (job.record.state == JobState::kRunning) v.waiting = WaitingReason(job);
   return v;
 }
 

@@ -34,6 +34,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -159,8 +160,9 @@ struct RecoveredState {
   std::vector<JobRecord> jobs;      // every job
   std::vector<TaskRecord> tasks;    // the tasks of running jobs
   std::vector<LeaseRecord> leases;  // active leases
-  // Results awaiting a vote (running jobs) and results accepted unchecked
-  // (kUnverified, any job).
+  // Results awaiting a vote (running jobs), results accepted unchecked
+  // (kUnverified, any job) and those a later check vouched for (kVouched,
+  // running jobs: a failed check still sends them back to a vote).
   std::vector<ReplicaRecord> replicas;
   std::map<AgentId, Reputation> reputations;
   LeaseId next_lease_id = 1;
@@ -193,6 +195,10 @@ struct JobView {
   uint32_t done = 0;
   uint32_t leased = 0;
   uint32_t failed = 0;
+  // Why a running job makes no progress, when the scheduler can tell:
+  // no connected agent runs its app, or a task's answers disagree and no
+  // agent that may break the tie is connected. Empty otherwise.
+  std::string waiting;
 };
 
 // ---- the scheduler ---------------------------------------------------------
@@ -229,6 +235,10 @@ class Scheduler {
   void SetAgentApps(const AgentId& agent, std::vector<std::string> apps);
   // The app of the lease's task; nullptr for an unknown (ended) lease.
   const App* AppOfLease(LeaseId lease) const;
+  // Whether `fn(app, task_params)` holds for a task the agent now has an
+  // active lease on (what an agent may fetch is decided by this).
+  bool AnyLeasedTask(const AgentId& agent,
+                     const std::function<bool(const App&, std::string_view)>& fn) const;
   // The agent can take `slots` more tasks.
   void AddDemand(const AgentId& agent, uint32_t slots);
 
@@ -293,6 +303,19 @@ class Scheduler {
   // the agent already runs or has answered. Returns how many it granted.
   uint32_t TakeFrom(Job& job, Agent& agent, uint32_t n, Time now, std::vector<Assignment>* out);
   bool Involves(const Task& task, const Agent& agent) const;
+  // The agent runs every app the job needs (or did not say what it runs).
+  bool RunsNeeds(const Agent& agent, const Job& job) const;
+  // Whether a connected agent could take another replica of the task.
+  bool AnyAgentCouldTake(const Job& job, const Task& task) const;
+  // Fails tasks whose disagreeing answers have waited longer than their
+  // job's quorum_wait for an agent that may break the tie (checked about
+  // once a second).
+  void CheckTieWaits(Time now);
+  std::string WaitingReason(const Job& job) const;
+  // What two of the task's disagreeing answers differ in (App::Difference).
+  std::string Disagreement(const Job& job, const Task& task) const;
+  // Fails the task and its job: its answers reached no quorum (`why`).
+  void FailForNoQuorum(Job& job, uint32_t index, const std::string& why, Time now);
   void AddResult(Job& job, uint32_t index, Agent& agent, ResultIn& result, Time now);
   // How long an app's tasks really take against their estimate (cost /
   // FLOPS), learned from reported run times (BOINC's duration correction
@@ -337,6 +360,10 @@ class Scheduler {
   };
   std::set<Agent*, ById> wanting_;  // connected agents with demand > 0, in id order
   std::set<std::pair<Time, Agent*>> orphans_;  // disconnected agents holding leases
+  // Tasks whose answers disagree, waiting for a tie-breaker, with when an
+  // agent that could break the tie was last connected.
+  std::map<std::pair<JobId, uint32_t>, Time> tie_waits_;
+  Time next_tie_check_;
   LeaseId next_lease_id_ = 1;
   uint64_t next_seq_ = 1;
   std::mt19937_64 rng_;

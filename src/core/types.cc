@@ -30,6 +30,7 @@ nlohmann::json JobSpec::ToJson() const {
                       {"replication", replication},
                       {"quorum", quorum},
                       {"max_replicas", max_replicas},
+                      {"quorum_wait_s", quorum_wait.count() / 1'000'000},
                       {"adaptive", adaptive}};
   if (!name.empty()) j["name"] = name;
   return j;

@@ -42,6 +42,10 @@ struct JobSpec {
   uint32_t replication = 1;
   uint32_t quorum = 1;
   uint32_t max_replicas = 1;
+  // How long a task whose answers disagree waits for an agent that may
+  // break the tie (one that has not answered it, of another owner) before
+  // it fails with "no quorum".
+  Duration quorum_wait = std::chrono::minutes(10);
   // Adaptive replication: a task may run once, unchecked, on an agent with a
   // long clean record (a share of those is still spot-checked).
   bool adaptive = true;

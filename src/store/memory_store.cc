@@ -60,7 +60,8 @@ class MemoryStore final : public Store {
     for (const auto& [id, l] : leases_) s.leases.push_back(l);
     for (const auto& [key, r] : replicas_) {
       bool running = jobs_.at(r.job).state == JobState::kRunning;
-      if ((r.verdict == Verdict::kPending && running) || r.verdict == Verdict::kUnverified) {
+      if (((r.verdict == Verdict::kPending || r.verdict == Verdict::kVouched) && running) ||
+          r.verdict == Verdict::kUnverified) {
         s.replicas.push_back(r);
       }
     }

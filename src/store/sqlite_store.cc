@@ -200,7 +200,8 @@ class SqliteStore final : public Store {
          "streak = :streak WHERE id = :id"},
         {&select_replicas_,
          "SELECT r.job, r.idx, r.agent, r.output, r.runtime_us, r.verdict, r.lease FROM replicas r "
-         "JOIN jobs j ON j.id = r.job WHERE (j.state = 0 AND r.verdict = 0) OR r.verdict = 3"},
+         "JOIN jobs j ON j.id = r.job "
+         "WHERE (j.state = 0 AND r.verdict IN (0, 4)) OR r.verdict = 3"},
         {&select_reputations_, "SELECT id, valid, invalid, error_rate, streak FROM agents"},
         {&insert_user_,
          "INSERT INTO users (name, tier, token_hash, created_us) "

@@ -140,6 +140,41 @@ TEST_F(Access, BlobsAreReadOnlyByTheirOwnersAndForgedUploadsAreRefused) {
   EXPECT_EQ(forged.Download(*hash, (dir_ / "y").string()).code(), StatusCode::kPermissionDenied);
 }
 
+// Enrolling a device of one's own gives no reach into others' files: an
+// agent reads a blob only while it holds a task that names it, and uploads
+// only while it holds a task.
+TEST_F(Access, AnAgentReadsOnlyTheInputsOfTasksItHolds) {
+  StartCoordinator({}, /*secure=*/true);
+  std::string alice = AddUser("alice", "researcher");
+  std::string bob = AddUser("bob", "free");
+  std::string ca = ReadFile(ca_file());
+  Client as_alice(target(), seconds(5), alice, ca), as_bob(target(), seconds(5), bob, ca);
+  std::ofstream(dir_ / "secret.txt") << "alice's private data";
+  auto hash = as_alice.Blobs().UploadFile((dir_ / "secret.txt").string());
+  ASSERT_TRUE(hash.ok()) << hash.status().ToString();
+
+  // Bob enrolls a device of his own and signs blob calls with its key.
+  auto token = as_bob.CreateEnrollToken(0);
+  ASSERT_TRUE(token.ok()) << token.status().ToString();
+  StartAgent(1, {}, true, token->token());
+  std::string identity_path = (dir_ / "agent0" / "identity.json").string();
+  ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(identity_path); }, seconds(20)))
+      << agents_[0]->Output();
+  agents_[0]->Kill(SIGTERM);  // Bob's own client from here on
+  auto identity = nlohmann::json::parse(ReadFile(identity_path));
+  auto secret = FromHex(identity["secret_key"].get<std::string>());
+  ASSERT_TRUE(secret.ok());
+  auto channel = grpc::CreateChannel(target(), grpc::SslCredentials({ca}));
+  BlobClient as_bobs_agent(channel, AgentBlobAuth(identity["agent_id"], *secret,
+                                                  SystemClock::Get()));
+  Status read = as_bobs_agent.Download(*hash, (dir_ / "stolen").string());
+  EXPECT_EQ(read.code(), StatusCode::kNotFound) << read.ToString();
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "stolen"));
+  std::ofstream(dir_ / "junk.bin") << std::string(1000, 'j');
+  auto put = as_bobs_agent.UploadFile((dir_ / "junk.bin").string());
+  EXPECT_EQ(put.status().code(), StatusCode::kPermissionDenied) << put.status().ToString();
+}
+
 // Devices enrolled with a user's token are that user's; two replicas of a
 // task never go to one owner's devices, so one person cannot outvote others.
 TEST_F(Access, AgentsBelongToTheirEnrollersAndOneOwnerNeverFillsAQuorum) {

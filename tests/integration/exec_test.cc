@@ -156,5 +156,56 @@ TEST_F(Exec, ACommandThatKeepsFailingFailsTheJobWithItsError) {
   EXPECT_NE(end.error().find("no such input"), std::string::npos) << end.error();
 }
 
+// Replicas agree on the sandbox's uid, whichever agent and slot ran them.
+TEST_F(Exec, ReplicasAgreeOnTheUidTheySee) {
+  CLAW_REQUIRE(NeedSandbox());
+  StartCoordinator();
+  StartAgent(2);
+  StartAgent(2);
+  Client client(target(), seconds(5));
+  auto id = client.Submit(R"({"app":"exec","replication":2,"adaptive":false,)"
+                          R"("params":{"command":["sh","-c","id -u; id -g"],"sweep":{"n":"1..6"}}})");
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  v1::JobInfo end = WaitForJobEnd(client, *id, seconds(60));
+  ASSERT_EQ(end.state(), "done") << end.error();
+  auto r = nlohmann::json::parse(client.Results(*id)->result_json());
+  for (const auto& t : r["tasks"]) EXPECT_EQ(t["stdout"], "1000\n1000\n");
+}
+
+// Replicas that disagree with no third agent to break the tie: the job says
+// why it waits, then fails after its quorum_wait naming what differed.
+TEST_F(Exec, DisagreeingReplicasWithoutATieBreakerFailNamingThePart) {
+  CLAW_REQUIRE(NeedSandbox());
+  StartCoordinator();
+  StartAgent();
+  StartAgent();
+  Client client(target(), seconds(5));
+  auto id = client.Submit(
+      R"({"app":"exec","replication":2,"quorum_wait_s":3,)"
+      R"("params":{"command":["sh","-c","head -c8 /dev/urandom | od -An -tx1"]}})");
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  std::string waiting;
+  v1::JobInfo end;
+  ASSERT_TRUE(WaitFor([&] {
+    auto j = client.GetJob(*id);
+    if (!j.ok()) return false;
+    if (!j->waiting().empty()) waiting = j->waiting();
+    end = *j;
+    return j->state() != "running";
+  }, seconds(60)));
+  EXPECT_NE(waiting.find("needs another agent"), std::string::npos) << waiting;
+  EXPECT_NE(waiting.find("differ in stdout"), std::string::npos) << waiting;
+  EXPECT_EQ(end.state(), "failed");
+  EXPECT_NE(end.error().find("no quorum"), std::string::npos) << end.error();
+  EXPECT_NE(end.error().find("they differ in stdout"), std::string::npos) << end.error();
+  EXPECT_NE(end.error().find("may break the tie"), std::string::npos) << end.error();
+  // The same job comparing only its files, which are reproducible, is done.
+  auto files = client.Submit(
+      R"({"app":"exec","replication":2,"params":{"compare":["files"],"outputs":["out.txt"],)"
+      R"("command":["sh","-c","head -c8 /dev/urandom | od -An -tx1; echo same > out.txt"]}})");
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  EXPECT_EQ(WaitForJobEnd(client, *files, seconds(60)).state(), "done");
+}
+
 }  // namespace
 }  // namespace claw::testing

@@ -71,11 +71,13 @@ inline bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds
   return cond();
 }
 
-// One child process running `claw ARGS...`, output to `log`.
+// One child process running `claw ARGS...` (or `program ARGS...`), output
+// to `log`.
 class Process {
  public:
-  Process(std::vector<std::string> args, std::string log) : log_(std::move(log)) {
-    args.insert(args.begin(), CLAW_BINARY);
+  Process(std::vector<std::string> args, std::string log, std::string program = CLAW_BINARY)
+      : log_(std::move(log)) {
+    args.insert(args.begin(), program);
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -88,7 +90,7 @@ class Process {
     posix_spawnattr_init(&attr);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);  // one group: kill takes workers too
     posix_spawnattr_setpgroup(&attr, 0);
-    if (posix_spawn(&pid_, CLAW_BINARY, &fa, &attr, argv.data(), environ) != 0) pid_ = -1;
+    if (posix_spawn(&pid_, program.c_str(), &fa, &attr, argv.data(), environ) != 0) pid_ = -1;
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
   }

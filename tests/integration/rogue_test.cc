@@ -4,6 +4,8 @@
 // signatures, replays, reports for tasks it was not given, and floods.
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
+
 #include "claw.grpc.pb.h"
 #include "common/crypto.h"
 #include "harness.h"
@@ -119,6 +121,60 @@ class RogueAgent {
   std::string token_;
   KeyPair key_ = GenerateSigningKey();
   std::string id_;
+
+ public:
+  // A turncoat on one long session until `stop`: honest (it runs the task
+  // itself) for its first `honest_first` answers, long enough to be trusted,
+  // then a made-up, properly signed answer on every `lie_every`-th. Returns
+  // how many lies it told.
+  int Turncoat(int honest_first, int lie_every, const std::atomic<bool>& stop) {
+    AppRegistry apps = BuiltinApps();
+    int answers = 0, lies = 0;
+    while (!stop) {
+      grpc::ClientContext ctx;
+      auto stream = stub_->Session(&ctx);
+      v1::AgentMessage hello;
+      v1::Hello* h = hello.mutable_hello();
+      h->set_agent_id(id_);
+      h->set_unix_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count());
+      h->set_signature(Sign("claw-session-v1|" + id_ + "|" + std::to_string(h->unix_ms()),
+                            key_.secret_key));
+      h->mutable_device()->set_slots(8);
+      if (!stream->Write(hello)) continue;
+      v1::AgentMessage want;
+      want.set_want(8);
+      stream->Write(want);
+      std::thread closer([&] {  // ends the session when the test is done
+        while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        ctx.TryCancel();
+      });
+      v1::CoordinatorMessage in;
+      while (stream->Read(&in)) {
+        if (in.assignments_size() == 0) continue;
+        v1::AgentMessage out;
+        for (const auto& a : in.assignments()) {
+          auto* r = out.add_results();
+          r->set_lease_id(a.lease_id());
+          r->set_runtime_us(1000);
+          ++answers;
+          if (answers > honest_first && answers % lie_every == 0) {
+            r->set_output(FieldHasher().Add(a.params()).Add(id_).Finish().substr(0, 24));
+            ++lies;
+          } else {
+            r->set_output(*apps.Find(a.app())->Run(a.params(), {}));
+          }
+        }
+        out.set_want(static_cast<uint32_t>(in.assignments_size()));
+        SignReports(id_, key_.secret_key, &out);
+        if (!stream->Write(out)) break;
+      }
+      closer.join();
+      stream->Finish();
+    }
+    return lies;
+  }
 };
 
 class Rogue : public Network {};
@@ -194,6 +250,55 @@ TEST_F(Rogue, OneRogueAgentInFiveChangesNoResult) {
   }
   std::string log = ReadFile((dir_ / "coordinator.log").string());
   EXPECT_NE(log.find("do not verify"), std::string::npos);
+}
+
+// Adaptive replication at its defaults, and an agent that earns trust and
+// then lies on every third answer with valid signatures: once a spot check
+// catches it, every answer it gave on its own word in a job not yet merged
+// goes back to a vote, including those an honest answer of its vouched for
+// in between. The result is bit-identical to an honest computation.
+//
+// The scheduler's simulation (SchedulerSimulation.ACaughtTurncoatThatLies-
+// SometimesLeavesNothingBehind) is the one that fails under the old rule
+// (vouched lies stayed); here the same strategy runs on the real protocol.
+TEST_F(Rogue, ACaughtTurncoatLeavesNothingBehind) {
+  const std::string spec =
+      R"({"app":"montecarlo","tasks":3000,"seed":5,)"
+      R"("params":{"model":"european_call","paths":3000000}})";
+  std::string reference = ReferenceResult(spec);
+  StartCoordinator();
+  for (int i = 0; i < 3; ++i) StartAgent();
+  std::istringstream tokens(ReadFile(data() + "/enroll-tokens"));
+  std::string token;
+  for (int i = 0; i < 4; ++i) std::getline(tokens, token);
+  RogueAgent turncoat(target(), token);
+  ASSERT_TRUE(turncoat.Enroll());
+  Client client(target(), seconds(5));
+  auto id = client.Submit(spec);
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  std::atomic<bool> stop{false};
+  int lies = 0;
+  std::thread run([&] { lies = turncoat.Turncoat(40, 3, stop); });
+  v1::JobInfo end = WaitForJobEnd(client, *id, seconds(300));
+  stop = true;
+  run.join();
+  ASSERT_EQ(end.state(), "done") << end.error();
+  EXPECT_GT(lies, 10) << "the turncoat got enough work to lie";
+  auto results = client.Results(*id);
+  ASSERT_TRUE(results.ok());
+  EXPECT_EQ(results->result_json(), reference) << "a lie stayed in the result";
+  auto agents = client.ListAgents();
+  ASSERT_TRUE(agents.ok());
+  for (const auto& a : *agents) {
+    if (a.agent_id() == turncoat.id()) {
+      std::printf("turncoat: %d lies, %llu answers judged valid, %llu invalid, error rate %.2f\n",
+                  lies, static_cast<unsigned long long>(a.valid_results()),
+                  static_cast<unsigned long long>(a.invalid_results()), a.error_rate());
+      EXPECT_GT(a.invalid_results(), 0u) << "caught";
+    } else {
+      EXPECT_EQ(a.invalid_results(), 0u) << a.agent_id();
+    }
+  }
 }
 
 }  // namespace

@@ -62,6 +62,35 @@ TEST(ExecPlan, BadSpecsNameTheField) {
   expect(R"({"command":["ls"],"outputs":"*.png"})", "params.outputs");
 }
 
+// Replicas are compared on what the job names, and a disagreement says
+// which part differed.
+TEST(ExecPlan, ReplicasAreComparedOnWhatTheJobNames) {
+  auto bad = PlanExec(R"({"command":["ls"],"compare":["stdout","colour"]})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("params.compare: \"colour\""), std::string::npos)
+      << bad.status().message();
+  EXPECT_FALSE(PlanExec(R"({"command":["ls"],"compare":[]})").ok());
+  EXPECT_FALSE(PlanExec(R"({"command":["ls"],"compare":["files","files"]})").ok());
+
+  auto all = PlanExec(R"({"command":["ls"]})");
+  auto files = PlanExec(R"({"command":["ls"],"compare":["files"]})");
+  ASSERT_TRUE(all.ok() && files.ok());
+  ExecApp app;
+  auto out = [](std::string out, std::string hash) {
+    return json{{"vars", json::object()}, {"exit", 0},        {"stdout", out}, {"stderr", ""},
+                {"truncated", false},     {"files", {{{"path", "a.png"}, {"sha256", hash}, {"size", 1}}}}}
+        .dump();
+  };
+  const std::string& p_all = all->tasks[0].params;
+  const std::string& p_files = files->tasks[0].params;
+  EXPECT_TRUE(app.Equivalent(p_all, out("x", "h1"), out("x", "h1")));
+  EXPECT_FALSE(app.Equivalent(p_all, out("x", "h1"), out("y", "h1")));
+  EXPECT_EQ(app.Difference(p_all, out("x", "h1"), out("y", "h1")), "stdout");
+  EXPECT_TRUE(app.Equivalent(p_files, out("x", "h1"), out("y", "h1"))) << "stdout not compared";
+  EXPECT_FALSE(app.Equivalent(p_files, out("x", "h1"), out("x", "h2")));
+  EXPECT_EQ(app.Difference(p_files, out("x", "h1"), out("x", "h2")), "the file a.png");
+}
+
 TEST(ExecPlan, InputsAndOutputsTravelWithEveryTaskAndNameTheirBlobs) {
   const std::string h(64, 'b');
   auto p = PlanExec(R"({"command":["cat","scene.pov"],"sweep":{"f":"1..2"},
@@ -182,14 +211,32 @@ TEST_F(Sandboxed, AForkBombStopsAtTheProcessLimitAndTheTimeoutEndsIt) {
   EXPECT_EQ(Run("echo alive", SandboxLimits{}).stdout_text, "alive\n");
 }
 
-TEST_F(Sandboxed, AnAgentRunningAsRootRunsCommandsAsAnUnprivilegedUser) {
-  if (geteuid() != 0) GTEST_SKIP() << "the agent here is not root";
-  auto r = Run("id -u; touch mine");
+// Inside, every command sees the same uid, whoever runs it: replicas on
+// different agents and slots agree on `id -u`. Outside, an agent running as
+// root runs it as its slot's unprivileged uid.
+TEST_F(Sandboxed, CommandsSeeOneUidAndRootAgentsRunThemAsTheSlotsUid) {
+  SandboxLimits limits;
+  limits.uid = SandboxUidBlock("/some/agent/state") + 3;
+  auto r = Run("id -u; id -g; touch mine", limits);
   ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
-  EXPECT_GE(std::stoul(r.stdout_text), kSandboxUidBase);
+  EXPECT_EQ(r.stdout_text, std::to_string(kSandboxVisibleUid) + "\n" +
+                               std::to_string(kSandboxVisibleUid) + "\n");
   struct stat st;
   ASSERT_EQ(stat((dir_ / "mine").c_str(), &st), 0);
-  EXPECT_GE(st.st_uid, kSandboxUidBase);
+  if (geteuid() == 0) {
+    EXPECT_EQ(st.st_uid, limits.uid) << "the slot's uid, the same on every run";
+  } else {
+    EXPECT_EQ(st.st_uid, geteuid());
+  }
+  // Blocks are per agent state directory, inside the range, a slot's worth apart.
+  uid_t a = SandboxUidBlock("/var/lib/agent-a"), b = SandboxUidBlock("/var/lib/agent-b");
+  EXPECT_EQ(a, SandboxUidBlock("/var/lib/agent-a"));
+  EXPECT_NE(a, b);
+  for (uid_t block : {a, b}) {
+    EXPECT_GE(block, kSandboxUidBase);
+    EXPECT_LE(block + kSandboxSlotsPerAgent, kSandboxUidBase + kSandboxUids);
+    EXPECT_EQ((block - kSandboxUidBase) % kSandboxSlotsPerAgent, 0u);
+  }
 }
 
 TEST_F(Sandboxed, ACommandThatFailsFailsItsTaskWithStderr) {

@@ -29,6 +29,9 @@ TEST(JobSpec, WrongTypes) {
 }
 TEST(JobSpec, AbsurdSizes) {
   ExpectError(R"({"app":"noop","tasks":100000000})", StatusCode::kInvalidArgument, "spec.tasks");
+  // Absent, the app decides how many; 0 given is a mistake, like -1.
+  ExpectError(R"({"app":"noop","tasks":0})", StatusCode::kInvalidArgument, "spec.tasks");
+  ExpectError(R"({"app":"noop","tasks":-1})", StatusCode::kInvalidArgument, "spec.tasks");
   ExpectError(R"({"app":"noop","priority":1000})", StatusCode::kInvalidArgument, "spec.priority");
   ExpectError(R"({"app":"noop","task_timeout_s":0})", StatusCode::kInvalidArgument,
               "spec.task_timeout_s");
@@ -63,7 +66,24 @@ TEST(JobSpecFuzzFinds, ANumberTooLargeIsAClearError) {
   auto r = ParseAndPlanJob(R"({"app":"noop","tasks":1e999999})", apps);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(r.status().message().find("malformed JSON"), std::string::npos)
+  EXPECT_NE(r.status().message().find("spec.tasks: the number 1e999999 is out of range"),
+            std::string::npos)
+      << r.status().message();
+  // Deeper down too, and in arrays.
+  r = ParseAndPlanJob(R"({"app":"montecarlo","params":{"model":"pi","paths":-1e999999}})", apps);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("spec.params.paths: the number -1e999999"),
+            std::string::npos)
+      << r.status().message();
+  r = ParseAndPlanJob(R"({"app":"exec","params":{"command":["a", 2, 1e400]}})", apps);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("spec.params.command[2]: the number 1e400"),
+            std::string::npos)
+      << r.status().message();
+  // Other malformed JSON keeps the parser's words, with where it was.
+  r = ParseAndPlanJob(R"({"app":"noop","params":{"x":tru}})", apps);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("malformed JSON (in spec.params.x)"), std::string::npos)
       << r.status().message();
 }
 

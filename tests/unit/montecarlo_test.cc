@@ -107,9 +107,9 @@ TEST(MonteCarlo, EquivalentToleratesLastBitsOnly) {
   b.mean = std::nextafter(b.mean, 10.0);
   MomentSummary c = a;
   c.mean += 1e-3;
-  EXPECT_TRUE(app.Equivalent(a.Encode(), b.Encode()));
-  EXPECT_FALSE(app.Equivalent(a.Encode(), c.Encode()));
-  EXPECT_FALSE(app.Equivalent(a.Encode(), "junk"));
+  EXPECT_TRUE(app.Equivalent("", a.Encode(), b.Encode()));
+  EXPECT_FALSE(app.Equivalent("", a.Encode(), c.Encode()));
+  EXPECT_FALSE(app.Equivalent("", a.Encode(), "junk"));
 }
 
 }  // namespace

@@ -35,7 +35,9 @@ class EchoApp final : public App {
     }
     return nlohmann::json{{"n", outputs.size()}};
   }
-  bool Equivalent(std::string_view a, std::string_view b) const override { return a == b; }
+  bool Equivalent(std::string_view, std::string_view a, std::string_view b) const override {
+    return a == b;
+  }
 };
 
 // Like echo, but its merge checks nothing: it lists the outputs, so a test
@@ -51,7 +53,9 @@ class ListApp final : public App {
                                const std::vector<std::string_view>& outputs) const override {
     return nlohmann::json{{"outputs", std::vector<std::string>(outputs.begin(), outputs.end())}};
   }
-  bool Equivalent(std::string_view a, std::string_view b) const override { return a == b; }
+  bool Equivalent(std::string_view, std::string_view a, std::string_view b) const override {
+    return a == b;
+  }
 };
 
 // A job that grows: each settled task with output "n" (n < 3) adds a task
@@ -69,7 +73,9 @@ class GrowApp final : public App {
                                const std::vector<std::string_view>& outputs) const override {
     return nlohmann::json{{"outputs", std::vector<std::string>(outputs.begin(), outputs.end())}};
   }
-  bool Equivalent(std::string_view a, std::string_view b) const override { return a == b; }
+  bool Equivalent(std::string_view, std::string_view a, std::string_view b) const override {
+    return a == b;
+  }
   bool Grows(const JobSpec&) const override { return true; }
   // Output n < 2 adds task "n+1@parent", unless it is there already (what
   // was added is read from the tasks, not remembered).
@@ -336,12 +342,14 @@ TEST_F(SchedulerTest, HigherPriorityJobsGoFirst) {
 // tasks hang, the coordinator crashes and restores from its store. Every
 // `rogue_every`-th agent (0: none) answers every task wrongly; every
 // `turncoat_every`-th (counting from 1) is honest for 10 minutes, long enough
-// to be trusted, and then lies.
+// to be trusted, and then lies: on every answer, or on every
+// `turncoat_lies_every`-th (honest answers in between pass spot checks).
 struct SimulationSetup {
   int replication = 1;
   bool adaptive = false;
   int rogue_every = 0;
   int turncoat_every = 0;
+  int turncoat_lies_every = 1;
 };
 
 void SimulateChurn(const SimulationSetup& setup) {
@@ -381,6 +389,7 @@ void SimulateChurn(const SimulationSetup& setup) {
   std::map<AgentId, bool> online;
   std::map<std::pair<JobId, uint32_t>, int> accepted;
   std::map<LeaseId, std::pair<JobId, uint32_t>> task_of;
+  std::map<AgentId, int> turned_answers;  // a turncoat's answers since it turned
   int crashes = 0, unchecked = 0, revoked = 0;
   auto commit = [&] {
     StoreBatch batch = sched->TakeBatch();
@@ -420,7 +429,9 @@ void SimulateChurn(const SimulationSetup& setup) {
       std::erase_if(list, [&](const Running& r) {
         if (r.finish > now) return false;
         // A rogue agent's answers are wrong, and differ from other rogues'.
-        bool lying = rogue(agent) || (turncoat(agent) && now >= turn_at);
+        bool lying = rogue(agent) ||
+                     (turncoat(agent) && now >= turn_at &&
+                      ++turned_answers[agent] % setup.turncoat_lies_every == 0);
         std::string output = lying ? "forged-" + agent + "-" + r.a.params : r.a.params;
         results.push_back({r.a.lease, std::move(output), 1000});
         return true;
@@ -544,6 +555,19 @@ TEST(SchedulerSimulation, AdaptiveReplicationCatchesTrustedAgentsThatTurn) {
   SimulateChurn({.replication = 2, .adaptive = true, .rogue_every = 5, .turncoat_every = 10});
 }
 
+// A turncoat that lies on every third answer only: its honest answers pass
+// spot checks and vouch for lies given before them. Once a check catches it,
+// every answer it gave on its own word in a job not yet merged goes back to
+// a vote, vouched for or not, so every job still ends with every output
+// right (before that rule, vouched lies stayed in the results).
+TEST(SchedulerSimulation, ACaughtTurncoatThatLiesSometimesLeavesNothingBehind) {
+  SimulateChurn({.replication = 2,
+                 .adaptive = true,
+                 .rogue_every = 5,
+                 .turncoat_every = 10,
+                 .turncoat_lies_every = 3});
+}
+
 }  // namespace
 }  // namespace claw
 
@@ -629,6 +653,42 @@ TEST_F(ReplicationTest, ADisagreementGetsATieBreakerAndTheOddOneOutIsJudgedInval
   auto batch = sched_.TakeBatch();
   EXPECT_EQ(batch.verdicts.size(), 3u);
   EXPECT_EQ(batch.reputations.size(), 3u);
+}
+
+// Two answers that differ and no third agent: the job says why it waits,
+// and fails after its quorum_wait, not never. An agent that could break the
+// tie, while connected, keeps it waiting.
+TEST_F(ReplicationTest, ATieWithNoAgentToBreakItFailsAfterTheQuorumWait) {
+  auto planned = ParseAndPlanJob(
+      R"({"app":"echo","tasks":1,"replication":2,"quorum":2,"quorum_wait_s":30})", apps_);
+  ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+  ASSERT_TRUE(sched_.AddJob("j1", "alice", std::move(planned).value(), clock_.Now()).ok());
+  Connect("a1", 1);
+  Connect("a2", 1);
+  auto got = DispatchAll();
+  EXPECT_EQ(ReportOutput("a1", got["a1"][0], "1"), ResultOutcome::kAccepted);
+  EXPECT_EQ(ReportOutput("a2", got["a2"][0], "2"), ResultOutcome::kAccepted);
+  auto waiting = sched_.GetJob("j1")->waiting;
+  EXPECT_NE(waiting.find("task 0 needs another agent: its 2 answers differ"), std::string::npos)
+      << waiting;
+  // A third agent is connected for a while (busy elsewhere): the wait restarts.
+  sched_.AgentConnected("a3", 1e9, {}, clock_.Now());
+  clock_.Advance(seconds(25));
+  sched_.Tick(clock_.Now());
+  EXPECT_TRUE(sched_.GetJob("j1")->waiting.empty()) << "a3 could break the tie";
+  sched_.AgentDisconnected("a3", clock_.Now());
+  clock_.Advance(seconds(25));
+  sched_.Tick(clock_.Now());
+  EXPECT_EQ(sched_.GetJob("j1")->record.state, JobState::kRunning) << "25 s without one";
+  clock_.Advance(seconds(6));
+  sched_.Tick(clock_.Now());
+  auto job = sched_.GetJob("j1");
+  EXPECT_EQ(job->record.state, JobState::kFailed);
+  EXPECT_NE(job->record.error.find("no quorum among 2 results"), std::string::npos)
+      << job->record.error;
+  EXPECT_NE(job->record.error.find("connected for 30 s"), std::string::npos) << job->record.error;
+  EXPECT_NE(job->record.error.find("they differ in their values"), std::string::npos)
+      << job->record.error;
 }
 
 TEST_F(ReplicationTest, NoQuorumWithinMaxReplicasFailsTheJobWithTheReason) {

@@ -49,7 +49,9 @@ class ScoreApp final : public App {
   Result<json> Merge(const JobSpec&, const std::vector<std::string_view>&) const override {
     return json::object();
   }
-  bool Equivalent(std::string_view a, std::string_view b) const override { return a == b; }
+  bool Equivalent(std::string_view, std::string_view a, std::string_view b) const override {
+    return a == b;
+  }
 };
 
 class SweepTest : public ::testing::Test {
@@ -117,8 +119,8 @@ TEST_F(SweepTest, TrialsRunThroughTheInnerAppAndAreRankedByTheMetric) {
   EXPECT_EQ((*merged)["trials"][3]["values"]["x"], 3);
   spec.params["mode"] = "min";
   EXPECT_EQ((*sweep_.Merge(spec, views))["best"]["values"]["x"], 0);
-  EXPECT_TRUE(sweep_.Equivalent(outs[1], outs[1]));
-  EXPECT_FALSE(sweep_.Equivalent(outs[1], outs[2]));
+  EXPECT_TRUE(sweep_.Equivalent("", outs[1], outs[1]));
+  EXPECT_FALSE(sweep_.Equivalent("", outs[1], outs[2]));
 }
 
 TEST_F(SweepTest, BadSweepsNameTheField) {

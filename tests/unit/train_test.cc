@@ -169,8 +169,8 @@ TEST(InferEquivalence, ShardsAgreeWhenNearlyAllPredictionsMatch) {
   std::string q = p, r = p;
   for (int i = 0; i < 4; ++i) q[i * 100] = '5';   // 0.4% differ
   for (int i = 0; i < 10; ++i) r[i * 50] = '5';   // 1% differ
-  EXPECT_TRUE(app.Equivalent(shard(p), shard(q)));
-  EXPECT_FALSE(app.Equivalent(shard(p), shard(r)));
+  EXPECT_TRUE(app.Equivalent("", shard(p), shard(q)));
+  EXPECT_FALSE(app.Equivalent("", shard(p), shard(r)));
 }
 
 TEST(TrainEquivalence, ReplicasAgreeWithinTheToleranceNotBitForBit) {
@@ -182,10 +182,10 @@ TEST(TrainEquivalence, ReplicasAgreeWithinTheToleranceNotBitForBit) {
                 {"final", {{"test_accuracy", acc}, {"test_loss", loss}}}}
         .dump();
   };
-  EXPECT_TRUE(app.Equivalent(result(0.850, 0.400), result(0.845, 0.410)));
-  EXPECT_FALSE(app.Equivalent(result(0.850, 0.400), result(0.800, 0.400))) << "5 points apart";
-  EXPECT_FALSE(app.Equivalent(result(0.850, 0.400), result(0.850, 0.600))) << "loss 50% apart";
-  EXPECT_FALSE(app.Equivalent(result(0.850, 0.400), result(0.850, 0.400, 2))) << "other epochs";
+  EXPECT_TRUE(app.Equivalent("", result(0.850, 0.400), result(0.845, 0.410)));
+  EXPECT_FALSE(app.Equivalent("", result(0.850, 0.400), result(0.800, 0.400))) << "5 points apart";
+  EXPECT_FALSE(app.Equivalent("", result(0.850, 0.400), result(0.850, 0.600))) << "loss 50% apart";
+  EXPECT_FALSE(app.Equivalent("", result(0.850, 0.400), result(0.850, 0.400, 2))) << "other epochs";
 }
 
 TEST(TrainPlan, AJobIsOneTrialAndNamesItsBlobs) {
