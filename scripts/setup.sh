@@ -12,7 +12,8 @@ DEBIAN_PACKAGES=(
   # build
   build-essential cmake pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev
-  libsqlite3-dev libsodium-dev nlohmann-json3-dev libcpp-httplib-dev libssl-dev
+  libsqlite3-dev libsodium-dev nlohmann-json3-dev libmicrohttpd-dev libssl-dev
+  libcpp-httplib-dev  # an HTTP client for the tests
   libcli11-dev libspdlog-dev libzstd-dev libsystemd-dev
   libgtest-dev libbenchmark-dev
   # the fuzzers (clang with libFuzzer and the sanitizers' runtime)
@@ -34,7 +35,7 @@ DEBIAN_PACKAGES=(
 # no Fashion-MNIST, so the ML tests and examples need its four IDX files in
 # /usr/share/datasets/fashion-mnist (or CLAW_FASHION_MNIST pointing at them).
 BREW_PACKAGES=(cmake pkg-config grpc protobuf sqlite libsodium nlohmann-json openssl
-  cpp-httplib cli11 spdlog zstd googletest google-benchmark llvm povray pytorch numpy)
+  libmicrohttpd cpp-httplib cli11 spdlog zstd googletest google-benchmark llvm povray pytorch numpy)
 
 case "$(uname -s)" in
   Linux)

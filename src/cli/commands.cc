@@ -128,7 +128,8 @@ void AddCoordinator(CLI::App& cli) {
       ->capture_default_str();
   auto handshake_s = std::make_shared<double>(10);
   cmd->add_option("--handshake-timeout", *handshake_s,
-                  "Seconds a new connection has to complete its handshake")
+                  "Seconds a new connection has to complete its handshake (gRPC) or send its "
+                  "request head (HTTP)")
       ->capture_default_str();
   auto* init = cmd->add_subcommand(
       "init", "Create the coordinator's keys in the data directory (done on first start too)");

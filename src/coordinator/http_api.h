@@ -1,10 +1,14 @@
-// The HTTP/JSON mirror of the client API, plus /metrics and the dashboard.
+// The HTTP/JSON mirror of the client API, plus /metrics and the dashboard,
+// served by HttpServer (libmicrohttpd's event loop: see http_server.h for
+// what it does against idle and slow clients).
 //
-//   POST /api/jobs               body: job spec JSON  -> 201 {"job_id": ...}
+//   POST /api/jobs               body: job spec JSON  -> 201 job info
 //   GET  /api/jobs               -> {"jobs": [...]}   (?limit=N)
 //   GET  /api/jobs/{id}          -> job info
 //   POST /api/jobs/{id}/cancel   -> job info
 //   GET  /api/jobs/{id}/results  -> {"job": ..., "result": ...}
+//   GET  /api/agents             -> {"agents": [...]}
+//   GET  /api/blobs/{sha256}     -> the blob's bytes (ETag: its hash)
 //   GET  /metrics                -> Prometheus text
 //   GET  /                       -> dashboard
 //
@@ -13,39 +17,45 @@
 // Errors are 4xx/5xx with {"error": {"code": "...", "message": "..."}}.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
-#include <thread>
 
+#include "common/log.h"
 #include "common/status.h"
 #include "coordinator/coordinator.h"
-
-namespace httplib {
-class Server;
-struct Request;
-}
+#include "coordinator/http_server.h"
 
 namespace claw {
 
 class HttpApi {
  public:
-  // Serves HTTPS with the given certificate and key files, or plain HTTP
-  // when `cert_file` is empty (--insecure-local).
-  HttpApi(Coordinator* coordinator, bool insecure_local, const std::string& cert_file = "",
-          const std::string& key_file = "");
-  ~HttpApi();
-  // Binds `host:port` (port 0: any free port) and serves on a thread.
-  // Returns the bound port.
-  Result<int> Start(const std::string& host, int port);
-  void Stop();
+  struct Options {
+    std::string host = "127.0.0.1";
+    int port = 0;                   // 0: any free port
+    std::string cert_pem, key_pem;  // empty: plain HTTP (--insecure-local)
+    bool insecure_local = false;    // no API tokens
+    unsigned max_per_address = 64;  // connections from one address at once
+    std::chrono::seconds header_deadline{10};  // to send a whole request head
+  };
+  // Binds and serves. FailedPrecondition naming the port if it is in use.
+  static Result<std::unique_ptr<HttpApi>> Start(Coordinator* coordinator, const Options& options,
+                                                Logger log);
+  int port() const { return server_->port(); }
+  void Stop() { server_->Stop(); }
 
  private:
-  void Routes();
-  Result<UserRecord> Caller(const httplib::Request& req) const;
+  HttpApi(Coordinator* coordinator, bool insecure_local)
+      : coordinator_(coordinator), insecure_local_(insecure_local) {}
+  HttpResponse Route(const HttpRequest& req);
+  HttpResponse Jobs(const HttpRequest& req, const UserRecord& caller);
+  HttpResponse Blob(const std::string& hash, const UserRecord& caller);
+  HttpResponse Metrics();
+  Result<UserRecord> Caller(const HttpRequest& req) const;
+
   Coordinator* coordinator_;
   bool insecure_local_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+  std::unique_ptr<HttpServer> server_;
 };
 
 }  // namespace claw

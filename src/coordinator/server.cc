@@ -104,12 +104,15 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(ServerOption
   s->client_service_ =
       std::make_unique<ClientServiceImpl>(s->coordinator_.get(), s->options_.insecure_local);
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  std::string cert_pem, key_pem;  // for the HTTP API too
   if (!s->options_.insecure_local) {
     auto tls = LoadOrCreateTls(s->options_.data_dir, s->options_.tls_names, true, log);
     if (!tls.ok()) return tls.status();
     grpc::SslServerCredentialsOptions ssl;
     ssl.pem_key_cert_pairs.push_back({tls->server_key_pem, tls->server_cert_pem});
     credentials = grpc::SslServerCredentials(ssl);
+    cert_pem = tls->server_cert_pem;
+    key_pem = tls->server_key_pem;
     s->tls_ = true;
   }
   // Our own listener hands connections to gRPC (tcp_listener.h says why).
@@ -149,13 +152,19 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(ServerOption
   s->listener_->Start(s->acceptor_.get());
 
   if (s->options_.http_port >= 0) {
-    s->http_ = std::make_unique<HttpApi>(
-        s->coordinator_.get(), s->options_.insecure_local,
-        s->tls_ ? s->options_.data_dir + "/server.pem" : "",
-        s->tls_ ? s->options_.data_dir + "/server.key" : "");
-    auto port = s->http_->Start(s->options_.http_host, s->options_.http_port);
-    if (!port.ok()) return port.status();
-    s->http_port_ = *port;
+    HttpApi::Options ho;
+    ho.host = s->options_.http_host;
+    ho.port = s->options_.http_port;
+    ho.cert_pem = cert_pem;
+    ho.key_pem = key_pem;
+    ho.insecure_local = s->options_.insecure_local;
+    ho.max_per_address = static_cast<unsigned>(s->options_.max_connections_per_address);
+    ho.header_deadline = std::chrono::duration_cast<std::chrono::seconds>(s->options_.handshake_timeout);
+    if (ho.header_deadline.count() < 1) ho.header_deadline = std::chrono::seconds(1);
+    auto http = HttpApi::Start(s->coordinator_.get(), ho, log);
+    if (!http.ok()) return http.status();
+    s->http_ = std::move(http).value();
+    s->http_port_ = s->http_->port();
   }
   CLAW_RETURN_IF_ERROR(s->WriteInfoFile());
   s->ticker_ = std::thread([srv = s.get()] {

@@ -31,9 +31,11 @@ struct ServerOptions {
   std::string http_host = "127.0.0.1";
   int http_port = 7451;  // 0: any free port; -1: no HTTP
   int max_message_bytes = 16 << 20;
-  // gRPC connections from one remote address at once (more are reset).
+  // Connections from one remote address at once, per port (more are
+  // refused).
   size_t max_connections_per_address = 256;
-  // A gRPC connection that completes no handshake in this time is closed.
+  // A connection that completes no handshake (gRPC) or sends no whole
+  // request head (HTTP) in this time is closed.
   Duration handshake_timeout = std::chrono::seconds(10);
   // One-time enrollment tokens to create at start, written to
   // <data_dir>/enroll-tokens (mode 0600).

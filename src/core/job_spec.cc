@@ -16,7 +16,7 @@ Result<JobSpec> ParseJobSpec(std::string_view json_text, const AppRegistry& apps
   FieldReader f(j, "spec");
   CLAW_RETURN_IF_ERROR(f.NoUnknownFields(
       {"app", "name", "params", "tasks", "seed", "priority", "max_attempts", "task_timeout_s",
-       "replication", "quorum", "max_replicas", "quorum_wait_s", "adaptive"}));
+       "replication", "quorum", "max_replicas", "quorum_wait_s", "adaptive", "spot_check"}));
   JobSpec spec;
   auto app = f.String("app", 64, std::nullopt);
   if (!app.ok()) return app.status();
@@ -61,6 +61,9 @@ Result<JobSpec> ParseJobSpec(std::string_view json_text, const AppRegistry& apps
     if (!it->is_boolean()) return InvalidArgument("spec.adaptive: must be true or false");
     spec.adaptive = it->get<bool>();
   }
+  auto spot_check = f.Number("spot_check", 0.001, 1, 0.05);
+  if (!spot_check.ok()) return spot_check.status();
+  spec.spot_check = *spot_check;
   spec.name = *name;
   spec.tasks = static_cast<uint32_t>(*tasks);
   spec.seed = *seed;

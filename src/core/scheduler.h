@@ -76,12 +76,12 @@ struct SchedulerOptions {
   double probation_error_rate = 0.3;
   // Adaptive replication: an agent with at least `trust_streak` valid results
   // in a row and an error rate under `trust_error_rate` runs a task of an
-  // adaptive job alone, except for `spot_check_rate` of them, which are
-  // replicated anyway. Each spot check it passes vouches for its unchecked
-  // results since the last one; one it fails revokes them (they run again).
+  // adaptive job alone, except for the job's `spot_check` share of them,
+  // which are replicated anyway. Each spot check it passes vouches for its
+  // unchecked results before it; one it fails sends back to a vote all it
+  // gave unchecked in jobs not yet merged.
   uint64_t trust_streak = 10;
   double trust_error_rate = 0.05;
-  double spot_check_rate = 0.05;
   uint64_t seed = 1;  // for the spot-check draws
   // Replicas of one task go to agents of different owners (where known), so
   // that one person's machines cannot outvote the rest.

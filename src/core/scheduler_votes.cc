@@ -13,7 +13,7 @@ void Scheduler::DecideReplication(Job& job, uint32_t index, const Agent& agent) 
   Task& task = job.tasks[index];
   uint32_t want = job.spec.replication;
   if (Trusted(agent) &&
-      std::uniform_real_distribution<double>(0, 1)(rng_) >= options_.spot_check_rate) {
+      std::uniform_real_distribution<double>(0, 1)(rng_) >= job.spec.spot_check) {
     want = 1;
   }
   if (want == task.target) return;

@@ -31,7 +31,8 @@ nlohmann::json JobSpec::ToJson() const {
                       {"quorum", quorum},
                       {"max_replicas", max_replicas},
                       {"quorum_wait_s", quorum_wait.count() / 1'000'000},
-                      {"adaptive", adaptive}};
+                      {"adaptive", adaptive},
+                      {"spot_check", spot_check}};
   if (!name.empty()) j["name"] = name;
   return j;
 }

@@ -47,8 +47,10 @@ struct JobSpec {
   // it fails with "no quorum".
   Duration quorum_wait = std::chrono::minutes(10);
   // Adaptive replication: a task may run once, unchecked, on an agent with a
-  // long clean record (a share of those is still spot-checked).
+  // long clean record; `spot_check` of those still run on a second agent
+  // (docs/security.md says what that buys against a liar).
   bool adaptive = true;
+  double spot_check = 0.05;
 
   nlohmann::json ToJson() const;
 };

@@ -184,5 +184,36 @@ TEST_F(Cli, TlsOnOneSideOnlySaysWhatToPass) {
   EXPECT_NE(client.Output().find("does not speak TLS"), std::string::npos) << client.Output();
 }
 
+// Every printing path of `claw results` on a finished job of each app
+// that needs no ML library (train_test.cc does train, sweep and infer).
+TEST_F(Cli, FinishedJobsOfEveryAppPrint) {
+  StartCoordinator();
+  StartAgent();
+  StartAgent();
+  std::string out;
+  std::vector<std::string> jobs;
+  for (std::vector<std::string> args :
+       {std::vector<std::string>{"--app", "montecarlo", "-p", "model=pi", "-p", "paths=1e5"},
+        {"--app", "noop", "--tasks", "3"},
+        {"--app", "exec", "--range", "n=1..3", "--", "sh", "-c", "echo {n}"}}) {
+    args.insert(args.begin(), {"submit", "--wait"});
+    ASSERT_EQ(Claw(args, &out), 0) << out;
+    jobs.push_back(out.substr(out.find("j-"), 12));
+  }
+  for (const std::string& job : jobs) {
+    for (std::vector<std::string> how :
+         {std::vector<std::string>{}, {"--format", "csv"}, {"--format", "json"}, {"--json"}}) {
+      how.insert(how.begin(), {"results", job});
+      EXPECT_EQ(Claw(how, &out), 0) << job << "\n" << out;
+      EXPECT_EQ(out.find("terminate called"), std::string::npos) << out;
+    }
+    EXPECT_EQ(Claw({"status", job}, &out), 0) << out;
+  }
+  ASSERT_EQ(Claw({"results", jobs[0]}, &out), 0);
+  EXPECT_NE(out.find("estimate"), std::string::npos) << out;
+  // A result with no files to download says so (exit 2), never aborts.
+  EXPECT_EQ(Claw({"results", jobs[0], "--best", "--out", (dir_ / "x").string()}, &out), 2) << out;
+}
+
 }  // namespace
 }  // namespace claw::testing

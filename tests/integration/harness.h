@@ -160,6 +160,9 @@ inline std::vector<pid_t> WorkersOf(pid_t parent) {
 class Network : public ::testing::Test {
  protected:
   void SetUp() override {
+    // A server may close a connection this process still writes to (a
+    // refused body, a reset): an error to see, not a signal that ends the test.
+    signal(SIGPIPE, SIG_IGN);
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     dir_ = std::filesystem::temp_directory_path() /
            ("claw-it-" + std::string(info->test_suite_name()) + "-" + info->name() + "-" +

@@ -7,7 +7,9 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <fstream>
+#include <thread>
 
 #include "harness.h"
 
@@ -17,8 +19,16 @@ namespace {
 using std::chrono::seconds;
 
 // A TCP connection to 127.0.0.1:port that sends nothing; -1 if refused.
-int IdleConnection(int port) {
+// `from`: the source address, another of loopback's 127.0.0.0/8 (0: any),
+// so that many clients can be played from one machine.
+int IdleConnection(int port, uint32_t from = 0) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (from != 0) {
+    sockaddr_in src{};
+    src.sin_family = AF_INET;
+    src.sin_addr.s_addr = htonl(from);
+    bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src);
+  }
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
@@ -151,6 +161,70 @@ TEST_F(Resilience, ASecondCoordinatorOnPortsInUseIsRefused) {
     EXPECT_NE(second.Output().find("in use"), std::string::npos) << second.Output();
     std::filesystem::remove_all(dir_ / "d2");
   }
+}
+
+// Found from the outside: 16 idle connections delayed /metrics by ~5 s and
+// 32 stopped it (a thread per connection). Now hundreds of idle clients and
+// slowloris clients, sending a byte at a time, leave real requests served
+// at once; the slow ones are cut at the head deadline, and one address is
+// capped.
+TEST_F(Resilience, IdleAndSlowHttpClientsDoNotStarveRealRequests) {
+  StartCoordinator({"--handshake-timeout", "2", "--connections-per-address", "40"});
+  auto metrics_ms = [&] {
+    auto start = std::chrono::steady_clock::now();
+    std::string out;
+    Process curl({"-s", "-m", "10", "-o", "/dev/null", "-w", "%{http_code}",
+                  "http://127.0.0.1:" + std::to_string(http_port_) + "/metrics"},
+                 (dir_ / "curl.log").string(), "/usr/bin/curl");
+    int rc = curl.Wait();
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                    .count();
+    return rc == 0 && curl.Output().find("200") != std::string::npos ? ms : -1.0;
+  };
+  ASSERT_GT(metrics_ms(), 0);
+  // 300 idle connections from 10 addresses, and 30 that dribble a request
+  // head one byte at a time from 3 more.
+  std::vector<int> idle, slow;
+  for (uint32_t i = 0; i < 300; ++i) {
+    idle.push_back(IdleConnection(http_port_, 0x7f000002 + i / 30));
+  }
+  for (uint32_t i = 0; i < 30; ++i) slow.push_back(IdleConnection(http_port_, 0x7f000010 + i / 10));
+  std::atomic<bool> dribbling{true};
+  std::thread dribbler([&] {
+    const std::string head = "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Pad: ";
+    for (size_t at = 0; dribbling; ++at) {
+      for (int fd : slow) {
+        if (fd >= 0) send(fd, at < head.size() ? &head[at] : "a", 1, MSG_NOSIGNAL);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  });
+  std::vector<double> times;
+  for (int i = 0; i < 5; ++i) times.push_back(metrics_ms());
+  for (double t : times) {
+    EXPECT_GT(t, 0) << "a real request failed while the idle and slow ones were held";
+    EXPECT_LT(t, 1000) << "ms for /metrics";
+  }
+  // The dribblers are cut at the 2 s head deadline though they never go quiet.
+  int cut = 0;
+  for (int fd : slow) cut += ClosedByServer(fd, std::chrono::milliseconds(6000));
+  dribbling = false;
+  dribbler.join();
+  EXPECT_EQ(cut, 30);
+  // Over the cap for one address: refused at once.
+  std::vector<int> many;
+  for (int i = 0; i < 50; ++i) many.push_back(IdleConnection(http_port_, 0x7f000020));
+  int refused = 0;
+  for (size_t i = 40; i < many.size(); ++i) {
+    refused += many[i] < 0 || ClosedByServer(many[i], std::chrono::milliseconds(1000));
+  }
+  EXPECT_EQ(refused, 10);
+  for (auto* list : {&idle, &slow, &many}) {
+    for (int fd : *list) {
+      if (fd >= 0) close(fd);
+    }
+  }
+  EXPECT_GT(metrics_ms(), 0);
 }
 
 }  // namespace

@@ -102,5 +102,48 @@ TEST_F(Train, ASweepRanksItsTrialsAndTheBestModelDownloads) {
   EXPECT_GT(infer["result"]["accuracy"].get<double>(), 0.3) << out.substr(0, 300);
 }
 
+// Every printing path of `claw results` (and `submit --wait`) on a real
+// finished job of each ML app. Found from the outside: the printer aborted
+// on every finished train job (it read a sweep's "best" from it).
+TEST_F(Train, FinishedJobsOfEveryMlAppPrintThroughTheCli) {
+  CLAW_REQUIRE(NeedFashionMnist());
+  CLAW_REQUIRE(NeedMlBuild());
+  StartCoordinator();
+  StartAgent();
+  std::string out;
+  auto submit = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), "submit");
+    args.push_back("--wait");
+    EXPECT_EQ(Claw(args, &out), 0) << out;
+    EXPECT_EQ(out.find("terminate called"), std::string::npos) << out;
+    return out.substr(out.find("j-"), 12);
+  };
+  std::string train = submit({"--app", "train", "--dataset", kData, "-p", "model=mlp", "-p",
+                              "width=16", "-p", "train_limit=300", "-p", "test_limit=100"});
+  EXPECT_NE(out.find("best: trial 0 test_accuracy"), std::string::npos) << out;
+  std::ofstream(dir_ / "sweep.json")
+      << R"({"app":"sweep","params":{"base":{"model":"mlp","width":8,"train_limit":200,)"
+         R"("test_limit":100},"space":{"lr":[0.01,0.1]}}})";
+  std::string sweep = submit({(dir_ / "sweep.json").string(), "--dataset", kData});
+  std::string infer = submit({"--app", "infer", "--model-of", train, "--dataset", kData, "-p",
+                              "shards=2"});
+  for (const std::string& job : {train, sweep, infer}) {
+    for (std::vector<std::string> how :
+         {std::vector<std::string>{}, {"--format", "csv"}, {"--format", "json"}, {"--json"}}) {
+      how.insert(how.begin(), {"results", job});
+      EXPECT_EQ(Claw(how, &out), 0) << job << " " << how.back() << "\n" << out;
+      EXPECT_EQ(out.find("terminate called"), std::string::npos) << out;
+      if (how.back() == "--json" || how.back() == "json") {
+        EXPECT_TRUE(nlohmann::json::parse(out, nullptr, false).is_object()) << out;
+      }
+    }
+  }
+  for (const std::string& job : {train, sweep}) {
+    std::string dir = (dir_ / ("best-" + job)).string();
+    ASSERT_EQ(Claw({"results", job, "--best", "--out", dir}, &out), 0) << out;
+    EXPECT_TRUE(std::filesystem::exists(dir + "/model.pt")) << out;
+  }
+}
+
 }  // namespace
 }  // namespace claw::testing

@@ -1,0 +1,229 @@
+#include "coordinator/http_server.h"
+
+#include <microhttpd.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdarg>
+#include <cstdio>
+
+#include "coordinator/tcp_listener.h"
+
+namespace claw {
+
+struct HttpServer::Tracked {
+  int fd = -1;
+  std::chrono::steady_clock::time_point began;  // of the current request's head
+  bool head_done = false;
+  bool cut = false;  // the watchdog shut it down
+};
+
+namespace {
+
+// What one request carries between libmicrohttpd's calls.
+struct RequestState {
+  std::string body;
+  bool too_big = false;
+  uint64_t dropped = 0;  // bytes of a too-big body read and dropped
+};
+
+// A body over the limit is still read (and dropped) up to this many times
+// the limit, so that a client still writing it gets the 413 rather than a
+// broken pipe; beyond, the connection is closed.
+constexpr uint64_t kDrainFactor = 8;
+
+std::string Lookup(MHD_Connection* c, MHD_ValueKind kind, const char* name) {
+  const char* v = MHD_lookup_connection_value(c, kind, name);
+  return v ? v : "";
+}
+
+MHD_Result Send(MHD_Connection* c, HttpResponse r) {
+  MHD_Response* response =
+      r.file_fd >= 0
+          ? MHD_create_response_from_fd64(r.file_size, r.file_fd)  // closes the file
+          : MHD_create_response_from_buffer(r.body.size(), r.body.data(), MHD_RESPMEM_MUST_COPY);
+  if (!response) return MHD_NO;
+  MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, r.content_type.c_str());
+  for (const auto& [name, value] : r.headers) {
+    MHD_add_response_header(response, name.c_str(), value.c_str());
+  }
+  MHD_Result ok = MHD_queue_response(c, static_cast<unsigned>(r.status), response);
+  MHD_destroy_response(response);
+  return ok;
+}
+
+HttpResponse TooLarge(size_t limit) {
+  return HttpResponse{413, "application/json",
+                      R"({"error": {"code": "RESOURCE_EXHAUSTED", "message": "request body larger )"
+                      R"(than )" + std::to_string(limit) + R"( bytes"}})" "\n"};
+}
+
+}  // namespace
+
+struct HttpCallbacks {
+  static MHD_Result Request(void* cls, MHD_Connection* c, const char* url, const char* method,
+                            const char*, const char* upload, size_t* upload_size, void** state) {
+    auto* server = static_cast<HttpServer*>(cls);
+    if (*state == nullptr) {  // the head is complete
+      {
+        std::lock_guard lock(server->mu_);
+        if (auto it = server->open_.find(c); it != server->open_.end()) it->second->head_done = true;
+      }
+      std::string length = Lookup(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+      if (!length.empty() && std::strtoull(length.c_str(), nullptr, 10) >
+                                 kDrainFactor * server->options_.max_body_bytes) {
+        return Send(c, TooLarge(server->options_.max_body_bytes));  // the body is not read
+      }
+      *state = new RequestState();
+      return MHD_YES;
+    }
+    auto* rs = static_cast<RequestState*>(*state);
+    if (*upload_size > 0) {  // a piece of the body
+      if (!rs->too_big && rs->body.size() + *upload_size > server->options_.max_body_bytes) {
+        rs->too_big = true;
+        rs->dropped = rs->body.size();
+        std::string().swap(rs->body);
+      }
+      if (rs->too_big) {
+        rs->dropped += *upload_size;
+        if (rs->dropped > kDrainFactor * server->options_.max_body_bytes) return MHD_NO;
+      } else {
+        rs->body.append(upload, *upload_size);
+      }
+      *upload_size = 0;
+      return MHD_YES;
+    }
+    if (rs->too_big) return Send(c, TooLarge(server->options_.max_body_bytes));
+    HttpRequest req;
+    req.method = method;
+    req.path = url;
+    req.body = std::move(rs->body);
+    req.header = [c](const char* name) { return Lookup(c, MHD_HEADER_KIND, name); };
+    req.query = [c](const char* name) { return Lookup(c, MHD_GET_ARGUMENT_KIND, name); };
+    HttpResponse response;
+    try {
+      response = server->handler_(req);
+    } catch (const std::exception& e) {
+      server->log_->error("http handler failed path={} cause={}", req.path, e.what());
+      response = HttpResponse{500, "application/json",
+                              R"({"error": {"code": "INTERNAL", "message": "internal error"}})"};
+    }
+    return Send(c, std::move(response));
+  }
+
+  static void Completed(void* cls, MHD_Connection* c, void** state, MHD_RequestTerminationCode) {
+    delete static_cast<RequestState*>(*state);
+    *state = nullptr;
+    auto* server = static_cast<HttpServer*>(cls);
+    std::lock_guard lock(server->mu_);
+    if (auto it = server->open_.find(c); it != server->open_.end()) {
+      // Kept alive: the next request's head has its own deadline.
+      it->second->head_done = false;
+      it->second->began = std::chrono::steady_clock::now();
+    }
+  }
+
+  static void Connection(void* cls, MHD_Connection* c, void**, MHD_ConnectionNotificationCode code) {
+    auto* server = static_cast<HttpServer*>(cls);
+    std::lock_guard lock(server->mu_);
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+      const MHD_ConnectionInfo* info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+      auto t = std::make_unique<HttpServer::Tracked>();
+      t->fd = info ? info->connect_fd : -1;
+      t->began = std::chrono::steady_clock::now();
+      server->open_[c] = std::move(t);
+    } else {
+      // Sent before libmicrohttpd closes the socket: the watchdog never
+      // touches a descriptor after this.
+      server->open_.erase(c);
+    }
+  }
+
+  static void Log(void* cls, const char* format, va_list args) {
+    char text[512];
+    std::vsnprintf(text, sizeof text, format, args);
+    std::string line(text);
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+    // Clients that leave mid-handshake or send garbage are routine noise.
+    static_cast<HttpServer*>(cls)->log_->debug("http: {}", line);
+  }
+};
+
+HttpServer::HttpServer(Options options, Handler handler, Logger log)
+    : options_(std::move(options)), handler_(std::move(handler)), log_(std::move(log)) {}
+
+Result<std::unique_ptr<HttpServer>> HttpServer::Start(const Options& options, Handler handler,
+                                                      Logger log) {
+  auto fd = ListenTcp(options.host, options.port);
+  if (!fd.ok()) return fd.status();
+  std::unique_ptr<HttpServer> s(new HttpServer(options, std::move(handler), std::move(log)));
+  s->port_ = BoundPort(*fd);
+  const bool tls = !options.cert_pem.empty();
+  unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
+  if (tls) flags |= MHD_USE_TLS;
+  const unsigned idle = static_cast<unsigned>(options.idle_timeout.count());
+  const size_t memory = 32 * 1024;  // per connection: the request head must fit (431 beyond)
+  if (tls) {
+    s->daemon_ = MHD_start_daemon(
+        flags, 0, nullptr, nullptr, &HttpCallbacks::Request,
+        s.get(), MHD_OPTION_EXTERNAL_LOGGER, &HttpCallbacks::Log, s.get(), MHD_OPTION_LISTEN_SOCKET,
+        *fd, MHD_OPTION_HTTPS_MEM_CERT, options.cert_pem.c_str(), MHD_OPTION_HTTPS_MEM_KEY,
+        options.key_pem.c_str(), MHD_OPTION_THREAD_POOL_SIZE, options.threads,
+        MHD_OPTION_CONNECTION_LIMIT, options.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        options.max_per_address, MHD_OPTION_CONNECTION_TIMEOUT, idle,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory, MHD_OPTION_NOTIFY_COMPLETED,
+        &HttpCallbacks::Completed, s.get(), MHD_OPTION_NOTIFY_CONNECTION, &HttpCallbacks::Connection,
+        s.get(), MHD_OPTION_END);
+  } else {
+    s->daemon_ = MHD_start_daemon(
+        flags, 0, nullptr, nullptr, &HttpCallbacks::Request,
+        s.get(), MHD_OPTION_EXTERNAL_LOGGER, &HttpCallbacks::Log, s.get(), MHD_OPTION_LISTEN_SOCKET,
+        *fd, MHD_OPTION_THREAD_POOL_SIZE, options.threads, MHD_OPTION_CONNECTION_LIMIT,
+        options.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT, options.max_per_address,
+        MHD_OPTION_CONNECTION_TIMEOUT, idle, MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory,
+        MHD_OPTION_NOTIFY_COMPLETED, &HttpCallbacks::Completed, s.get(),
+        MHD_OPTION_NOTIFY_CONNECTION, &HttpCallbacks::Connection, s.get(), MHD_OPTION_END);
+  }
+  if (!s->daemon_) {
+    close(*fd);
+    return Unavailable(std::string("cannot start the HTTP server on ") + options.host + ":" +
+                       std::to_string(s->port_) +
+                       (tls ? " (is the TLS certificate and key valid PEM?)" : ""));
+  }
+  s->watchdog_ = std::thread([srv = s.get()] { srv->Watchdog(); });
+  return s;
+}
+
+HttpServer::~HttpServer() { Stop(); }
+
+void HttpServer::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (watchdog_.joinable()) watchdog_.join();
+  if (daemon_) MHD_stop_daemon(daemon_);  // closes the listening socket too
+  daemon_ = nullptr;
+}
+
+// Cuts connections whose request head is late: libmicrohttpd's timeout
+// counts only silence, so one byte every few seconds would keep a
+// connection (and a slot of the per-address cap) forever.
+void HttpServer::Watchdog() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    wake_.wait_for(lock, std::chrono::milliseconds(250));
+    auto now = std::chrono::steady_clock::now();
+    for (auto& [c, t] : open_) {
+      if (!t->head_done && !t->cut && t->fd >= 0 && now - t->began > options_.header_deadline) {
+        shutdown(t->fd, SHUT_RDWR);  // libmicrohttpd sees the end and closes it
+        t->cut = true;
+      }
+    }
+  }
+}
+
+}  // namespace claw

@@ -1,0 +1,110 @@
+// HttpServer: HTTP/1.1 (TLS or plain) on libmicrohttpd's event loop, for
+// the coordinator's API, /metrics and the dashboard (ADR 0005).
+//
+// No thread per connection: a small pool of epoll loops serves every
+// connection, so hundreds of idle or slow clients cost memory, not service.
+// What an attacker with a socket can do is bounded:
+//  - a connection that has not sent a whole request head within
+//    `header_deadline` is cut (a client that sends one byte at a time,
+//    slowloris, included; libmicrohttpd's own timeout only counts silence);
+//  - an idle keep-alive connection is closed after `idle_timeout`;
+//  - one remote address holds at most `max_per_address` connections, and
+//    all together at most `max_connections`;
+//  - a request head larger than 32 KiB gets 431, a body larger than
+//    `max_body_bytes` gets 413.
+//
+// Handlers run on the server's threads: they must not block for long. A
+// response is a buffer or an open file (sent without copying where TLS
+// allows).
+//
+// Thread-safe: Start once, Stop (or the destructor) once.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "common/log.h"
+#include "common/status.h"
+
+struct MHD_Daemon;
+struct MHD_Connection;
+
+namespace claw {
+
+struct HttpRequest {
+  std::string method;  // "GET", "POST", ...
+  std::string path;    // without the query string
+  std::string body;
+  // Header and query values by name (header names as sent; look up with
+  // Header(), which ignores case).
+  std::function<std::string(const char* name)> header;
+  std::function<std::string(const char* name)> query;
+  std::string Header(const char* name) const { return header ? header(name) : ""; }
+  std::string Query(const char* name) const { return query ? query(name) : ""; }
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  // Instead of `body`: send this open file's first `file_size` bytes (the
+  // server closes it).
+  int file_fd = -1;
+  uint64_t file_size = 0;
+  std::map<std::string, std::string> headers;
+};
+
+class HttpServer {
+ public:
+  using Handler = std::function<HttpResponse(const HttpRequest&)>;
+  struct Options {
+    std::string host = "127.0.0.1";
+    int port = 0;                   // 0: any free port
+    std::string cert_pem, key_pem;  // both empty: plain HTTP
+    unsigned threads = 2;
+    unsigned max_connections = 4096;
+    unsigned max_per_address = 64;
+    std::chrono::seconds header_deadline{10};
+    std::chrono::seconds idle_timeout{60};
+    size_t max_body_bytes = 1 << 20;
+  };
+
+  // Binds (a port in use is FailedPrecondition, naming it) and serves.
+  static Result<std::unique_ptr<HttpServer>> Start(const Options& options, Handler handler,
+                                                   Logger log);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  int port() const { return port_; }
+  void Stop();
+
+ private:
+  struct Tracked;
+  HttpServer(Options options, Handler handler, Logger log);
+  void Watchdog();
+
+  friend struct HttpCallbacks;  // libmicrohttpd's C callbacks (http_server.cc)
+
+  Options options_;
+  Handler handler_;
+  Logger log_;
+  MHD_Daemon* daemon_ = nullptr;
+  int port_ = 0;
+  std::thread watchdog_;
+
+  std::mutex mu_;  // guards what follows
+  bool stopping_ = false;
+  std::condition_variable_any wake_;
+  // Open connections: their socket and when their current request began
+  // (reset after each response), until the whole head has arrived.
+  std::map<MHD_Connection*, std::unique_ptr<Tracked>> open_;
+};
+
+}  // namespace claw
