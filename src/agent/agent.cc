@@ -126,7 +126,7 @@ Agent::~Agent() {
 
 void Agent::Post(Event e) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     events_.push_back(std::move(e));
   }
   cv_.notify_one();
@@ -134,7 +134,7 @@ void Agent::Post(Event e) {
 
 void Agent::Stop() {
   stop_ = true;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (active_) active_->Cancel();
   cv_.notify_all();
   transfer_cv_.notify_all();
@@ -150,8 +150,8 @@ void Agent::TransferLoop() {
   for (;;) {
     Transfer t;
     {
-      std::unique_lock lock(mu_);
-      transfer_cv_.wait(lock, [this] { return stop_ || !transfers_.empty(); });
+      MutexLock lock(mu_);
+      while (!stop_ && transfers_.empty()) transfer_cv_.wait(lock);
       if (stop_) return;
       t = std::move(transfers_.front());
       transfers_.pop_front();
@@ -356,13 +356,13 @@ Status Agent::Run() {
     auto channel = grpc::CreateCustomChannel(options_.coordinator, Credentials(), args);
     Session session(channel, this);
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       active_ = &session;
     }
     SessionEnd end = ServeSession(session);
     const Status& st = end.why;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       active_ = nullptr;
     }
     if (st.code() == StatusCode::kPermissionDenied) {
@@ -374,7 +374,7 @@ Status Agent::Run() {
     std::uniform_real_distribution<double> spread(0.5, 1.5);
     auto wait = Duration(static_cast<int64_t>(static_cast<double>(backoff.count()) * spread(jitter)));
     log_->warn("session lost: {}; reconnecting in {} ms", st.message(), wait.count() / 1000);
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     cv_.wait_for(lock, wait, [this] { return stop_.load(); });
     backoff = std::min(backoff * 2, options_.backoff_max);
   }
@@ -414,8 +414,11 @@ Agent::SessionEnd Agent::ServeSession(Session& s) {
       if (first_unsent_) {
         wait = std::max(Duration(0), *first_unsent_ + options_.coalesce - clock_->Now());
       }
-      std::unique_lock lock(mu_);
-      cv_.wait_for(lock, wait, [this] { return !events_.empty() || stop_.load(); });
+      MutexLock lock(mu_);
+      auto until = std::chrono::steady_clock::now() + wait;
+      while (events_.empty() && !stop_ &&
+             cv_.wait_until(lock, until) == std::cv_status::no_timeout) {
+      }
       batch.swap(events_);
     }
     for (Event& e : batch) {
@@ -452,7 +455,7 @@ void Agent::Handle(Event& e, Session& s) {
         with_files_.erase(f);
         if (o.ok && !app->OutputBlobs(o.output).empty()) {  // upload first
           uploading_.insert(o.lease_id);
-          std::lock_guard lock(mu_);
+          MutexLock lock(mu_);
           transfers_.push_back(Transfer{{}, std::move(o), app});
           transfer_cv_.notify_one();
           return;
@@ -535,7 +538,7 @@ void Agent::Handle(Event& e, Session& s) {
     }
     Dispatch(std::move(tasks));
     if (!staging.tasks.empty()) {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       transfers_.push_back(std::move(staging));
       transfer_cv_.notify_one();
     }

@@ -44,6 +44,7 @@ class ChannelCredentials;
 #include "core/app.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "protocol/grpc_status.h"
 
@@ -160,14 +161,14 @@ class Agent {
   std::unique_ptr<BlobDir> blobs_;
 
   std::thread transfer_thread_;
-  std::deque<Transfer> transfers_;     // guarded by mu_
-  std::condition_variable transfer_cv_;
+  std::condition_variable_any transfer_cv_;
 
   std::atomic<bool> stop_{false};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Event> events_;      // guarded by mu_
-  Session* active_ = nullptr;     // guarded by mu_ (for Stop to cancel it)
+  Mutex mu_;
+  std::condition_variable_any cv_;
+  std::deque<Transfer> transfers_ CLAW_GUARDED_BY(mu_);
+  std::deque<Event> events_ CLAW_GUARDED_BY(mu_);
+  Session* active_ CLAW_GUARDED_BY(mu_) = nullptr;  // for Stop to cancel it
 
   // Owned by the Run() thread.
   std::map<uint64_t, Report> unacked_;  // reports not yet acknowledged

@@ -53,7 +53,7 @@ WorkerPool::WorkerPool(WorkerPoolOptions options, Callback on_done, Logger log)
 
 WorkerPool::~WorkerPool() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
     for (auto& w : workers_) {
       if (w->pid > 0) {
@@ -120,7 +120,7 @@ bool WorkerPool::Spawn(Worker* w) {
     log_->error("cannot start worker exe={} error={}", options_.executable, strerror(rc));
     return false;
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   w->pid = pid;
   w->to_fd = to[1];
   w->from_fd = from[0];
@@ -142,7 +142,7 @@ void WorkerPool::Reap(Worker* w, std::string* cause) {
       *cause = "worker exited with status " + std::to_string(WEXITSTATUS(status));
     }
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   w->pid = -1;
 }
 
@@ -159,7 +159,7 @@ Status WorkerPool::Start() {
 
 void WorkerPool::Submit(std::vector<v1::WorkerTask> tasks) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (auto& t : tasks) {
       held_.insert(t.lease_id());
       queue_.push_back(std::move(t));
@@ -174,8 +174,8 @@ void WorkerPool::Loop(Worker* w) {
   while (true) {
     req.Clear();
     {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || (!queue_.empty() && !paused_); });
+      MutexLock lock(mu_);
+      while (!stopping_ && (queue_.empty() || paused_)) cv_.wait(lock);
       if (stopping_) return;
       // An even share of the queue, so that no worker idles while another
       // holds a long batch.
@@ -198,7 +198,7 @@ void WorkerPool::Loop(Worker* w) {
       }
       bool deliver;
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         w->finished++;
         deliver = held_.erase(res.lease_id()) > 0;
       }
@@ -212,7 +212,7 @@ void WorkerPool::Loop(Worker* w) {
     Reap(w, &cause);
     std::vector<TaskOutcome> lost;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (stopping_) return;
       // The task it was running is lost; the rest of its batch is requeued.
       for (size_t i = w->finished; i < w->batch.size(); ++i) {
@@ -244,7 +244,7 @@ void WorkerPool::Loop(Worker* w) {
 }
 
 bool WorkerPool::Cancel(uint64_t lease_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!held_.erase(lease_id)) return false;
   for (auto it = queue_.begin(); it != queue_.end(); ++it) {
     if (it->lease_id() == lease_id) {
@@ -263,7 +263,7 @@ bool WorkerPool::Cancel(uint64_t lease_id) {
 }
 
 void WorkerPool::Pause() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   paused_ = true;
   for (auto& w : workers_) {
     if (w->pid > 0) kill(w->pid, SIGSTOP);
@@ -272,7 +272,7 @@ void WorkerPool::Pause() {
 
 void WorkerPool::Resume() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     paused_ = false;
     for (auto& w : workers_) {
       if (w->pid > 0) kill(w->pid, SIGCONT);
@@ -282,7 +282,7 @@ void WorkerPool::Resume() {
 }
 
 std::vector<uint64_t> WorkerPool::TakeBackAll() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<uint64_t> leases(held_.begin(), held_.end());
   held_.clear();
   queue_.clear();
@@ -293,17 +293,17 @@ std::vector<uint64_t> WorkerPool::TakeBackAll() {
 }
 
 std::vector<uint64_t> WorkerPool::HeldLeases() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return {held_.begin(), held_.end()};
 }
 
 size_t WorkerPool::held() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return held_.size();
 }
 
 std::vector<pid_t> WorkerPool::WorkerPids() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<pid_t> pids;
   for (const auto& w : workers_) {
     if (w->pid > 0) pids.push_back(w->pid);

@@ -27,6 +27,7 @@
 #include "agent/worker_main.h"
 #include "claw.pb.h"
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/status.h"
 
 namespace claw {
@@ -83,13 +84,13 @@ class WorkerPool {
   WorkerPoolOptions options_;
   Callback on_done_;
   Logger log_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<v1::WorkerTask> queue_;          // guarded by mu_
-  std::unordered_set<uint64_t> held_;         // guarded by mu_: queued or running
-  std::unordered_set<uint64_t> abandoned_;    // guarded by mu_: cancelled while running
-  bool stopping_ = false;                     // guarded by mu_
-  bool paused_ = false;                       // guarded by mu_
+  mutable Mutex mu_;
+  std::condition_variable_any cv_;
+  std::deque<v1::WorkerTask> queue_ CLAW_GUARDED_BY(mu_);
+  std::unordered_set<uint64_t> held_ CLAW_GUARDED_BY(mu_);       // queued or running
+  std::unordered_set<uint64_t> abandoned_ CLAW_GUARDED_BY(mu_);  // cancelled while running
+  bool stopping_ CLAW_GUARDED_BY(mu_) = false;
+  bool paused_ CLAW_GUARDED_BY(mu_) = false;
   std::vector<std::unique_ptr<Worker>> workers_;
 };
 

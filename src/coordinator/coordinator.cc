@@ -85,6 +85,7 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Create(Store* store, const App
   auto state = store->Load();
   if (!state.ok()) return state.status();
   size_t jobs = state->jobs.size(), leases = state->leases.size();
+  MutexLock lock(c->mu_);  // nobody else has it yet; the analysis wants it held
   CLAW_RETURN_IF_ERROR(c->sched_.Restore(std::move(state).value(), clock->Now()));
   // A job that finished during recovery (all results were in) is committed now.
   CLAW_RETURN_IF_ERROR(store->Apply(c->sched_.TakeBatch()));
@@ -240,7 +241,7 @@ Result<AgentId> Coordinator::OpenSession(const v1::Hello& hello, SessionSink* si
   CLAW_RETURN_IF_ERROR(ValidateDevice(hello.device()));
   if (hello.held_leases_size() > 100'000) return InvalidArgument("hello.held_leases: too many");
   Time now = clock_->Now();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto key = PublicKeyOf(hello.agent_id());
   if (!key.ok()) return key.status();
   Duration skew = now - Time::FromUnixMs(hello.unix_ms());
@@ -319,7 +320,7 @@ void Coordinator::OnAgentMessage(SessionSink* sink, v1::AgentMessage& msg) {
     std::string key;
     std::vector<const App*> apps;  // of each result's task
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       auto it = sessions_.find(sink);
       if (it == sessions_.end()) return;
       id = it->second.agent;
@@ -334,7 +335,7 @@ void Coordinator::OnAgentMessage(SessionSink* sink, v1::AgentMessage& msg) {
       RequireOutputBlobs(apps, msg);
     }
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = sessions_.find(sink);
   if (it == sessions_.end()) return;  // replaced or closed meanwhile
   const AgentId agent = it->second.agent;
@@ -379,7 +380,7 @@ void Coordinator::OnAgentMessage(SessionSink* sink, v1::AgentMessage& msg) {
 }
 
 void Coordinator::CloseSession(SessionSink* sink) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = sessions_.find(sink);
   if (it == sessions_.end()) return;
   AgentId agent = it->second.agent;
@@ -414,7 +415,7 @@ void Coordinator::RequireOutputBlobs(const std::vector<const App*>& apps,
 Result<std::vector<v1::AgentInfo>> Coordinator::ListAgents() {
   auto records = store_->ListAgents();
   if (!records.ok()) return records.status();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<v1::AgentInfo> out;
   for (const AgentRecord& r : *records) {
     v1::AgentInfo& a = out.emplace_back();
@@ -491,12 +492,12 @@ Result<UserRecord> Coordinator::Authenticate(std::string_view token) {
   if (token.size() > 256) return Unauthenticated("API token: malformed");
   std::string hash = Blake2bHex(token);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (auto it = users_by_hash_.find(hash); it != users_by_hash_.end()) return it->second;
   }
   auto user = store_->FindUserByToken(hash);
   if (!user.ok()) return Unauthenticated("API token: unknown");
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   users_by_hash_[hash] = *user;
   return std::move(user).value();
 }
@@ -534,7 +535,7 @@ Status Coordinator::MayReadBlob(const std::string& hash, const UserRecord& calle
 }
 
 Status Coordinator::MayAgentReadBlob(const std::string& hash, const AgentId& agent) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   bool named = sched_.AnyLeasedTask(agent, [&](const App& app, std::string_view params) {
     std::vector<std::string> inputs = app.TaskInputBlobs(params);
     return std::find(inputs.begin(), inputs.end(), hash) != inputs.end();
@@ -545,7 +546,7 @@ Status Coordinator::MayAgentReadBlob(const std::string& hash, const AgentId& age
 }
 
 Status Coordinator::MayAgentWriteBlob(const AgentId& agent) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (sched_.AnyLeasedTask(agent, [](const App&, std::string_view) { return true; })) {
     return Status::Ok();
   }
@@ -561,7 +562,7 @@ Status Coordinator::AuthenticateAgentBlobCall(const std::string& agent_id, int64
                                               const std::string& hash) {
   std::string key;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto k = PublicKeyOf(agent_id);
     if (!k.ok()) return k.status();
     key = std::move(k).value();
@@ -598,7 +599,7 @@ Result<JobId> Coordinator::Submit(std::string_view spec_json, const UserRecord& 
                              " (upload it first: claw submit --input FILE does)");
     }
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Time now = clock_->Now();
   JobId id;
   do {
@@ -612,14 +613,14 @@ Result<JobId> Coordinator::Submit(std::string_view spec_json, const UserRecord& 
 }
 
 Result<v1::JobInfo> Coordinator::GetJob(const JobId& id, const UserRecord& caller) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto v = VisibleJob(id, caller);
   if (!v.ok()) return v.status();
   return InfoOf(*v);
 }
 
 std::vector<v1::JobInfo> Coordinator::ListJobs(size_t limit, const UserRecord& caller) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<v1::JobInfo> out;
   if (caller.tier == kAdminTier) {
     for (const auto& v : sched_.ListJobs(limit)) out.push_back(InfoOf(v));
@@ -634,7 +635,7 @@ std::vector<v1::JobInfo> Coordinator::ListJobs(size_t limit, const UserRecord& c
 }
 
 Result<v1::JobInfo> Coordinator::Cancel(const JobId& id, const UserRecord& caller) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (auto v = VisibleJob(id, caller); !v.ok()) return v.status();
   Time now = clock_->Now();
   CLAW_RETURN_IF_ERROR(sched_.CancelJob(id, now));
@@ -645,14 +646,14 @@ Result<v1::JobInfo> Coordinator::Cancel(const JobId& id, const UserRecord& calle
 
 Result<std::pair<v1::JobInfo, std::string>> Coordinator::GetResults(const JobId& id,
                                                                      const UserRecord& caller) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto v = VisibleJob(id, caller);
   if (!v.ok()) return v.status();
   return std::make_pair(InfoOf(*v), v->record.result_json);
 }
 
 Status Coordinator::Watch(const JobId& id, const UserRecord& caller, JobWatcher* watcher) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto v = VisibleJob(id, caller);
   if (!v.ok()) return v.status();
   watchers_.emplace(id, watcher);
@@ -661,12 +662,12 @@ Status Coordinator::Watch(const JobId& id, const UserRecord& caller, JobWatcher*
 }
 
 void Coordinator::Unwatch(JobWatcher* watcher) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::erase_if(watchers_, [&](const auto& kv) { return kv.second == watcher; });
 }
 
 void Coordinator::Tick() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Time now = clock_->Now();
   for (const JobId& id : std::vector<JobId>(watch_pending_.begin(), watch_pending_.end())) {
     auto sent = watch_sent_.find(id);
@@ -681,7 +682,7 @@ void Coordinator::Tick() {
 }
 
 CoordinatorMetrics Coordinator::Metrics() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   CoordinatorMetrics m = metrics_;
   m.pending_tasks = sched_.pending_tasks();
   m.active_leases = sched_.active_leases();

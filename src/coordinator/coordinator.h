@@ -29,6 +29,7 @@
 #include "common/blobs.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "core/app.h"
 #include "core/scheduler.h"
@@ -182,18 +183,19 @@ class Coordinator {
   };
   // Dispatches, commits the batch, then sends what the step produced.
   // `acks` are appended to the message for `ack_to`.
-  void CommitAndNotify(Time now, SessionSink* ack_to = nullptr, std::vector<LeaseId> acks = {});
+  void CommitAndNotify(Time now, SessionSink* ack_to = nullptr, std::vector<LeaseId> acks = {})
+      CLAW_REQUIRES(mu_);
   // Tells the job's watchers about it now, or marks it to be told by a later
   // Tick when the last update was less than watch_interval ago.
-  void NotifyWatchers(const JobId& id, Time now, bool force);
+  void NotifyWatchers(const JobId& id, Time now, bool force) CLAW_REQUIRES(mu_);
   Status ValidateAgentMessage(const v1::AgentMessage& msg) const;
   // Turns results whose output files the coordinator does not hold into
   // failures (an output counts only with its files). Outside mu_.
   void RequireOutputBlobs(const std::vector<const App*>& apps, v1::AgentMessage& msg) const;
-  // The agent's enrolled key, from the cache or the store (mu_ held).
-  Result<std::string> PublicKeyOf(const AgentId& id);
-  // The job, if it exists and `caller` may see it (mu_ held).
-  Result<JobView> VisibleJob(const JobId& id, const UserRecord& caller) const;
+  // The agent's enrolled key, from the cache or the store.
+  Result<std::string> PublicKeyOf(const AgentId& id) CLAW_REQUIRES(mu_);
+  // The job, if it exists and `caller` may see it.
+  Result<JobView> VisibleJob(const JobId& id, const UserRecord& caller) const CLAW_REQUIRES(mu_);
   v1::JobInfo InfoOf(const JobView& v) const;
 
   Store* store_;
@@ -202,17 +204,17 @@ class Coordinator {
   CoordinatorOptions options_;
   Logger log_;
 
-  std::mutex mu_;
-  Scheduler sched_;                                           // guarded by mu_
-  std::unordered_map<SessionSink*, Session> sessions_;        // guarded by mu_
-  std::unordered_map<AgentId, SessionSink*> session_of_;      // guarded by mu_
-  std::unordered_map<AgentId, std::string> public_keys_;      // guarded by mu_ (cache)
-  std::unordered_map<AgentId, v1::DeviceReport> devices_;     // guarded by mu_ (last hello)
-  std::unordered_map<std::string, UserRecord> users_by_hash_; // guarded by mu_ (cache)
-  std::multimap<JobId, JobWatcher*> watchers_;                // guarded by mu_
-  std::unordered_map<JobId, Time> watch_sent_;                // guarded by mu_
-  std::set<JobId> watch_pending_;                             // guarded by mu_
-  CoordinatorMetrics metrics_;                                // guarded by mu_
+  mutable Mutex mu_;
+  Scheduler sched_ CLAW_GUARDED_BY(mu_);
+  std::unordered_map<SessionSink*, Session> sessions_ CLAW_GUARDED_BY(mu_);
+  std::unordered_map<AgentId, SessionSink*> session_of_ CLAW_GUARDED_BY(mu_);
+  std::unordered_map<AgentId, std::string> public_keys_ CLAW_GUARDED_BY(mu_);  // a cache
+  std::unordered_map<AgentId, v1::DeviceReport> devices_ CLAW_GUARDED_BY(mu_);  // last hellos
+  std::unordered_map<std::string, UserRecord> users_by_hash_ CLAW_GUARDED_BY(mu_);  // a cache
+  std::multimap<JobId, JobWatcher*> watchers_ CLAW_GUARDED_BY(mu_);
+  std::unordered_map<JobId, Time> watch_sent_ CLAW_GUARDED_BY(mu_);
+  std::set<JobId> watch_pending_ CLAW_GUARDED_BY(mu_);
+  CoordinatorMetrics metrics_ CLAW_GUARDED_BY(mu_);
 };
 
 // The caller of every client call in --insecure-local mode.

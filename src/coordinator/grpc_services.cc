@@ -65,14 +65,14 @@ class SessionReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
   }
 
   void Send(const v1::CoordinatorMessage& msg) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (finishing_) return;
     out_.push_back(msg);
     if (!writing_) WriteFront();
   }
 
   void Close(const Status& why) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (finishing_) return;
     finishing_ = true;
     finish_status_ = ToGrpc(why);
@@ -80,7 +80,7 @@ class SessionReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
   }
 
   void OnWriteDone(bool ok) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     out_.pop_front();
     writing_ = false;
     if (!ok) {
@@ -100,11 +100,11 @@ class SessionReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
   }
 
  private:
-  void WriteFront() {  // mu_ held
+  void WriteFront() CLAW_REQUIRES(mu_) {
     writing_ = true;
     StartWrite(&out_.front());
   }
-  void FinishNow() {  // mu_ held, no write in flight
+  void FinishNow() CLAW_REQUIRES(mu_) {  // no write in flight
     if (finished_) return;
     finished_ = true;
     Finish(finish_status_);
@@ -113,12 +113,12 @@ class SessionReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1
   Coordinator* coordinator_;
   v1::AgentMessage in_;
   bool opened_ = false;
-  std::mutex mu_;
-  std::deque<v1::CoordinatorMessage> out_;  // guarded by mu_
-  bool writing_ = false;                    // guarded by mu_
-  bool finishing_ = false;                  // guarded by mu_
-  bool finished_ = false;                   // guarded by mu_
-  grpc::Status finish_status_;              // guarded by mu_
+  Mutex mu_;
+  std::deque<v1::CoordinatorMessage> out_ CLAW_GUARDED_BY(mu_);
+  bool writing_ CLAW_GUARDED_BY(mu_) = false;
+  bool finishing_ CLAW_GUARDED_BY(mu_) = false;
+  bool finished_ CLAW_GUARDED_BY(mu_) = false;
+  grpc::Status finish_status_ CLAW_GUARDED_BY(mu_);
 };
 
 // Streams a job's info on each change; coalesces bursts (a slow client sees
@@ -129,14 +129,14 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::JobInfo>, public 
       : coordinator_(c) {
     Status st = caller.ok() ? coordinator_->Watch(job, *caller, this) : caller.status();
     if (!st.ok()) {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       finished_ = true;
       Finish(ToGrpc(st));
     }
   }
 
   void OnJob(const v1::JobInfo& info) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (finished_) return;
     latest_ = info;
     have_new_ = true;
@@ -144,7 +144,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::JobInfo>, public 
   }
 
   void OnWriteDone(bool ok) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     writing_ = false;
     if (!ok) {
       FinishOnce(grpc::Status::CANCELLED);
@@ -156,7 +156,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::JobInfo>, public 
   }
 
   void OnCancel() override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!writing_) FinishOnce(grpc::Status::CANCELLED);
   }
 
@@ -166,24 +166,24 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::JobInfo>, public 
   }
 
  private:
-  void WriteLatest() {  // mu_ held
+  void WriteLatest() CLAW_REQUIRES(mu_) {
     current_ = latest_;
     have_new_ = false;
     writing_ = true;
     StartWrite(&current_);
   }
-  void FinishOnce(const grpc::Status& st) {  // mu_ held
+  void FinishOnce(const grpc::Status& st) CLAW_REQUIRES(mu_) {
     if (finished_) return;
     finished_ = true;
     Finish(st);
   }
 
   Coordinator* coordinator_;
-  std::mutex mu_;
-  v1::JobInfo latest_, current_;  // guarded by mu_
-  bool have_new_ = false;         // guarded by mu_
-  bool writing_ = false;          // guarded by mu_
-  bool finished_ = false;         // guarded by mu_
+  Mutex mu_;
+  v1::JobInfo latest_ CLAW_GUARDED_BY(mu_), current_ CLAW_GUARDED_BY(mu_);
+  bool have_new_ CLAW_GUARDED_BY(mu_) = false;
+  bool writing_ CLAW_GUARDED_BY(mu_) = false;
+  bool finished_ CLAW_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace

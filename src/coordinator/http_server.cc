@@ -67,7 +67,7 @@ struct HttpCallbacks {
     auto* server = static_cast<HttpServer*>(cls);
     if (*state == nullptr) {  // the head is complete
       {
-        std::lock_guard lock(server->mu_);
+        MutexLock lock(server->mu_);
         if (auto it = server->open_.find(c); it != server->open_.end()) it->second->head_done = true;
       }
       std::string length = Lookup(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -116,7 +116,7 @@ struct HttpCallbacks {
     delete static_cast<RequestState*>(*state);
     *state = nullptr;
     auto* server = static_cast<HttpServer*>(cls);
-    std::lock_guard lock(server->mu_);
+    MutexLock lock(server->mu_);
     if (auto it = server->open_.find(c); it != server->open_.end()) {
       // Kept alive: the next request's head has its own deadline.
       it->second->head_done = false;
@@ -126,7 +126,7 @@ struct HttpCallbacks {
 
   static void Connection(void* cls, MHD_Connection* c, void**, MHD_ConnectionNotificationCode code) {
     auto* server = static_cast<HttpServer*>(cls);
-    std::lock_guard lock(server->mu_);
+    MutexLock lock(server->mu_);
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
       const MHD_ConnectionInfo* info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
       auto t = std::make_unique<HttpServer::Tracked>();
@@ -199,7 +199,7 @@ HttpServer::~HttpServer() { Stop(); }
 
 void HttpServer::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) return;
     stopping_ = true;
   }
@@ -213,7 +213,7 @@ void HttpServer::Stop() {
 // counts only silence, so one byte every few seconds would keep a
 // connection (and a slot of the per-address cap) forever.
 void HttpServer::Watchdog() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (!stopping_) {
     wake_.wait_for(lock, std::chrono::milliseconds(250));
     auto now = std::chrono::steady_clock::now();

@@ -30,6 +30,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/status.h"
 
 struct MHD_Daemon;
@@ -99,12 +100,12 @@ class HttpServer {
   int port_ = 0;
   std::thread watchdog_;
 
-  std::mutex mu_;  // guards what follows
-  bool stopping_ = false;
+  Mutex mu_;
+  bool stopping_ CLAW_GUARDED_BY(mu_) = false;
   std::condition_variable_any wake_;
   // Open connections: their socket and when their current request began
   // (reset after each response), until the whole head has arrived.
-  std::map<MHD_Connection*, std::unique_ptr<Tracked>> open_;
+  std::map<MHD_Connection*, std::unique_ptr<Tracked>> open_ CLAW_GUARDED_BY(mu_);
 };
 
 }  // namespace claw

@@ -167,15 +167,7 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(ServerOption
     s->http_port_ = s->http_->port();
   }
   CLAW_RETURN_IF_ERROR(s->WriteInfoFile());
-  s->ticker_ = std::thread([srv = s.get()] {
-    std::unique_lock lock(srv->mu_);
-    while (!srv->stopping_) {
-      lock.unlock();
-      srv->coordinator_->Tick();
-      lock.lock();
-      srv->cv_.wait_for(lock, srv->options_.tick, [srv] { return srv->stopping_; });
-    }
-  });
+  s->ticker_ = std::thread([srv = s.get()] { srv->TickLoop(); });
   log->info("coordinator listening grpc={} http={} data={}", s->grpc_target(), s->http_url(),
             s->options_.data_dir);
   return s;
@@ -199,7 +191,7 @@ Status CoordinatorServer::WriteInfoFile() const {
 
 void CoordinatorServer::Shutdown() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) return;
     stopping_ = true;
   }
@@ -213,9 +205,21 @@ void CoordinatorServer::Shutdown() {
   std::filesystem::remove(options_.data_dir + "/coordinator.json", ec);
 }
 
+void CoordinatorServer::TickLoop() {
+  MutexLock lock(mu_);
+  while (!stopping_) {
+    lock.unlock();
+    coordinator_->Tick();
+    lock.lock();
+    auto until = std::chrono::steady_clock::now() + options_.tick;
+    while (!stopping_ && cv_.wait_until(lock, until) == std::cv_status::no_timeout) {
+    }
+  }
+}
+
 void CoordinatorServer::Wait() {
-  std::unique_lock lock(mu_);
-  cv_.wait(lock, [this] { return stopping_; });
+  MutexLock lock(mu_);
+  while (!stopping_) cv_.wait(lock);
 }
 
 }  // namespace claw

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "coordinator/blob_service.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/grpc_services.h"
@@ -76,6 +77,8 @@ class CoordinatorServer {
  private:
   CoordinatorServer() = default;
   Status WriteInfoFile() const;
+  // Expires leases every options_.tick until Shutdown.
+  void TickLoop();
 
   ServerOptions options_;
   Logger log_;
@@ -94,10 +97,10 @@ class CoordinatorServer {
   int http_port_ = -1;
   bool tls_ = false;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;  // guarded by mu_
-  std::thread ticker_;
+  Mutex mu_;
+  std::condition_variable_any cv_;
+  bool stopping_ CLAW_GUARDED_BY(mu_) = false;
+  std::thread ticker_;  // runs TickLoop
 };
 
 }  // namespace claw

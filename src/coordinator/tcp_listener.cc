@@ -150,7 +150,7 @@ void TcpListener::Stop() {
 }
 
 TcpListener::Counters TcpListener::counters() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Counters c = counters_;
   c.open = connections_.size();
   return c;
@@ -192,7 +192,7 @@ void TcpListener::AcceptReady() {
         spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
         uint64_t shed;
         {
-          std::lock_guard lock(mu_);
+          MutexLock lock(mu_);
           shed = counters_.shed += victim >= 0;
         }
         if (victim >= 0 && (shed == 1 || shed % 1000 == 0)) {
@@ -209,14 +209,14 @@ void TcpListener::AcceptReady() {
     struct stat st {};
     fstat(fd, &st);
     auto at_cap = [&] {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       auto it = per_address_.find(address);
       return (it != per_address_.end() && it->second >= options_.max_per_address) ||
              connections_.size() >= options_.max_connections;
     };
     if (at_cap()) Sweep();  // some may have closed since the last look
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       size_t& from = per_address_[address];
       if (from >= options_.max_per_address) {
         if (from == 0) per_address_.erase(address);
@@ -248,15 +248,19 @@ void TcpListener::AcceptReady() {
 }
 
 void TcpListener::Sweep() {
-  std::lock_guard lock(mu_);
-  std::erase_if(connections_, [&](const Connection& c) {
+  MutexLock lock(mu_);
+  size_t kept = 0;
+  for (Connection& c : connections_) {
     struct stat st {};
-    bool open = fstat(c.fd, &st) == 0 && st.st_ino == c.inode && S_ISSOCK(st.st_mode);
-    if (open) return false;
-    auto it = per_address_.find(c.address);
+    if (fstat(c.fd, &st) == 0 && st.st_ino == c.inode && S_ISSOCK(st.st_mode)) {
+      if (&connections_[kept] != &c) connections_[kept] = std::move(c);
+      ++kept;
+      continue;
+    }
+    auto it = per_address_.find(c.address);  // gRPC closed it
     if (it != per_address_.end() && --it->second == 0) per_address_.erase(it);
-    return true;
-  });
+  }
+  connections_.resize(kept);
 }
 
 }  // namespace claw

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/status.h"
 
 namespace grpc::experimental {
@@ -90,7 +91,7 @@ class TcpListener {
   void Loop();
   void AcceptReady();
   // Drops connections gRPC has closed (descriptor gone, or reused).
-  void Sweep();
+  void Sweep() CLAW_EXCLUDES(mu_);
   void Refuse(int fd);
 
   const int listen_fd_;
@@ -103,10 +104,10 @@ class TcpListener {
   std::thread thread_;
   std::atomic<bool> stopping_{false};
 
-  mutable std::mutex mu_;  // guards what follows
-  std::vector<Connection> connections_;
-  std::map<std::string, size_t> per_address_;
-  Counters counters_;
+  mutable Mutex mu_;
+  std::vector<Connection> connections_ CLAW_GUARDED_BY(mu_);
+  std::map<std::string, size_t> per_address_ CLAW_GUARDED_BY(mu_);
+  Counters counters_ CLAW_GUARDED_BY(mu_);
 };
 
 }  // namespace claw

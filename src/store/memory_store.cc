@@ -1,8 +1,8 @@
 #include <map>
-#include <mutex>
 #include <set>
 #include <tuple>
 
+#include "common/mutex.h"
 #include "store/store.h"
 
 namespace claw {
@@ -11,7 +11,7 @@ namespace {
 class MemoryStore final : public Store {
  public:
   Status Apply(const StoreBatch& b) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& nj : b.new_jobs) {
       if (jobs_.count(nj.job.id)) return Internal("job " + nj.job.id + " stored twice");
     }
@@ -51,7 +51,7 @@ class MemoryStore final : public Store {
   }
 
   Result<RecoveredState> Load() override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     RecoveredState s;
     for (const auto& [id, j] : jobs_) s.jobs.push_back(j);
     for (const auto& [key, t] : tasks_) {
@@ -72,19 +72,19 @@ class MemoryStore final : public Store {
 
   Status AddEnrollTokens(const std::vector<std::string>& hashes, Time expires,
                          const std::string& owner) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& h : hashes) tokens_[h] = Token{expires, "", owner};
     return Status::Ok();
   }
 
   Result<bool> EnrollTokenUsable(const std::string& hash, Time now) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = tokens_.find(hash);
     return it != tokens_.end() && it->second.used_by.empty() && it->second.expires >= now;
   }
 
   Status EnrollAgent(const std::string& hash, const AgentRecord& agent, Time now) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = tokens_.find(hash);
     if (it == tokens_.end() || !it->second.used_by.empty() || it->second.expires < now) {
       return PermissionDenied("enrollment token is unknown, used or expired");
@@ -97,7 +97,7 @@ class MemoryStore final : public Store {
   }
 
   Result<AgentRecord> GetAgent(const AgentId& id) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = agents_.find(id);
     if (it == agents_.end()) return NotFound("no agent " + id);
     AgentRecord a = it->second;
@@ -106,14 +106,14 @@ class MemoryStore final : public Store {
   }
 
   Status AddUser(const UserRecord& user) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (users_.count(user.name)) return {StatusCode::kAlreadyExists, "user " + user.name};
     users_[user.name] = user;
     return Status::Ok();
   }
 
   Result<UserRecord> FindUserByToken(const std::string& token_hash) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [name, u] : users_) {
       if (u.token_hash == token_hash) return u;
     }
@@ -121,7 +121,7 @@ class MemoryStore final : public Store {
   }
 
   Result<std::vector<AgentRecord>> ListAgents() override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     std::vector<AgentRecord> out;
     for (const auto& [id, a] : agents_) {
       out.push_back(a);
@@ -132,13 +132,13 @@ class MemoryStore final : public Store {
 
  private:
   Status AddBlobOwner(const BlobOwner& owner) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     blob_owners_.insert({owner.hash, owner.user});
     return Status::Ok();
   }
 
   Result<bool> IsBlobOwner(const BlobOwner& owner) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return blob_owners_.count({owner.hash, owner.user}) > 0;
   }
 
@@ -147,17 +147,17 @@ class MemoryStore final : public Store {
     std::string used_by;
     std::string owner;
   };
-  std::mutex mu_;
-  std::map<JobId, JobRecord> jobs_;
-  std::map<std::pair<JobId, uint32_t>, TaskRecord> tasks_;
-  std::map<LeaseId, LeaseRecord> leases_;
-  std::map<std::string, Token> tokens_;
-  std::map<AgentId, AgentRecord> agents_;
-  std::map<std::tuple<JobId, uint32_t, AgentId>, ReplicaRecord> replicas_;
-  std::map<AgentId, Reputation> reputations_;
-  std::map<std::string, UserRecord> users_;
-  std::set<std::pair<std::string, std::string>> blob_owners_;
-  LeaseId next_lease_id_ = 1;
+  Mutex mu_;
+  std::map<JobId, JobRecord> jobs_ CLAW_GUARDED_BY(mu_);
+  std::map<std::pair<JobId, uint32_t>, TaskRecord> tasks_ CLAW_GUARDED_BY(mu_);
+  std::map<LeaseId, LeaseRecord> leases_ CLAW_GUARDED_BY(mu_);
+  std::map<std::string, Token> tokens_ CLAW_GUARDED_BY(mu_);
+  std::map<AgentId, AgentRecord> agents_ CLAW_GUARDED_BY(mu_);
+  std::map<std::tuple<JobId, uint32_t, AgentId>, ReplicaRecord> replicas_ CLAW_GUARDED_BY(mu_);
+  std::map<AgentId, Reputation> reputations_ CLAW_GUARDED_BY(mu_);
+  std::map<std::string, UserRecord> users_ CLAW_GUARDED_BY(mu_);
+  std::set<std::pair<std::string, std::string>> blob_owners_ CLAW_GUARDED_BY(mu_);
+  LeaseId next_lease_id_ CLAW_GUARDED_BY(mu_) = 1;
 };
 
 }  // namespace

@@ -11,7 +11,8 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <mutex>
+
+#include "common/mutex.h"
 
 #include "store/store.h"
 
@@ -172,7 +173,8 @@ class SqliteStore final : public Store {
   }
 
   Status Prepare() {
-    auto add = [&](Stmt& s, const char* sql) {
+    MutexLock lock(mu_);
+    auto add = [&](Stmt& s, const char* sql) CLAW_REQUIRES(mu_) {
       s = Stmt(db_, sql);
       return s.error();
     };
@@ -256,7 +258,7 @@ class SqliteStore final : public Store {
 
   Status Apply(const StoreBatch& b) override {
     if (b.empty()) return Status::Ok();
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     CLAW_RETURN_IF_ERROR(begin_.Exec());
     Status st = ApplyLocked(b);
     if (st.ok()) st = commit_.Exec();
@@ -265,7 +267,7 @@ class SqliteStore final : public Store {
   }
 
   Result<RecoveredState> Load() override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     RecoveredState s;
     while (select_jobs_.Row()) {
       JobRecord j;
@@ -320,7 +322,7 @@ class SqliteStore final : public Store {
 
   Status AddEnrollTokens(const std::vector<std::string>& hashes, Time expires,
                          const std::string& owner) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     CLAW_RETURN_IF_ERROR(begin_.Exec());
     Status st;
     for (const auto& h : hashes) {
@@ -333,7 +335,7 @@ class SqliteStore final : public Store {
   }
 
   Status EnrollAgent(const std::string& hash, const AgentRecord& a, Time now) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     CLAW_RETURN_IF_ERROR(begin_.Exec());
     Status st = use_token_.Bind(":agent", a.id).Bind(":hash", hash).Bind(":now", now.us).Exec();
     if (st.ok() && sqlite3_changes(db_) != 1) {
@@ -353,7 +355,7 @@ class SqliteStore final : public Store {
   }
 
   Result<AgentRecord> GetAgent(const AgentId& id) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     select_agent_.Bind(":id", id);
     if (!select_agent_.Row()) {
       select_agent_.Reset();
@@ -365,7 +367,7 @@ class SqliteStore final : public Store {
   }
 
   Status AddUser(const UserRecord& u) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     Status st = insert_user_.Bind(":name", u.name)
                     .Bind(":tier", u.tier)
                     .Bind(":hash", u.token_hash)
@@ -378,7 +380,7 @@ class SqliteStore final : public Store {
   }
 
   Result<UserRecord> FindUserByToken(const std::string& token_hash) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     select_user_.Bind(":hash", token_hash);
     if (!select_user_.Row()) {
       select_user_.Reset();
@@ -391,12 +393,12 @@ class SqliteStore final : public Store {
   }
 
   Status AddBlobOwner(const BlobOwner& o) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return insert_blob_owner_.Bind(":hash", o.hash).Bind(":user", o.user).Exec();
   }
 
   Result<bool> EnrollTokenUsable(const std::string& hash, Time now) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     select_usable_token_.Bind(":hash", hash).Bind(":now", now.us);
     bool usable = select_usable_token_.Row();
     select_usable_token_.Reset();
@@ -404,7 +406,7 @@ class SqliteStore final : public Store {
   }
 
   Result<bool> IsBlobOwner(const BlobOwner& o) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     select_blob_owner_.Bind(":hash", o.hash).Bind(":user", o.user);
     bool found = select_blob_owner_.Row();
     select_blob_owner_.Reset();
@@ -412,7 +414,7 @@ class SqliteStore final : public Store {
   }
 
   Result<std::vector<AgentRecord>> ListAgents() override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     std::vector<AgentRecord> out;
     while (select_agents_.Row()) out.push_back(AgentRow(select_agents_));
     select_agents_.Reset();
@@ -444,7 +446,7 @@ class SqliteStore final : public Store {
                        s.Text(8)};
   }
 
-  Status InsertTask(const TaskRecord& t) {
+  Status InsertTask(const TaskRecord& t) CLAW_REQUIRES(mu_) {
     return insert_task_.Bind(":job", t.job)
         .Bind(":idx", int64_t{t.index})
         .BindBlob(":params", t.params)
@@ -453,7 +455,7 @@ class SqliteStore final : public Store {
         .Exec();
   }
 
-  Status ApplyLocked(const StoreBatch& b) {
+  Status ApplyLocked(const StoreBatch& b) CLAW_REQUIRES(mu_) {
     for (const auto& nj : b.new_jobs) {
       const JobRecord& j = nj.job;
       CLAW_RETURN_IF_ERROR(insert_job_.Bind(":id", j.id)
@@ -532,15 +534,39 @@ class SqliteStore final : public Store {
     return Status::Ok();
   }
 
-  std::mutex mu_;
+  // Every statement is used under mu_ (the connection is not shared).
+  Mutex mu_;
   sqlite3* db_;
   int lock_fd_;
-  Stmt insert_job_, insert_task_, insert_lease_, delete_lease_, update_task_, update_job_,
-      set_next_lease_, begin_, commit_, rollback_, select_jobs_, select_tasks_, select_leases_,
-      select_next_lease_, insert_token_, select_usable_token_, use_token_, insert_agent_, select_agent_,
-      insert_replica_, update_verdict_, update_reputation_, select_replicas_,
-      select_reputations_, select_agents_, insert_user_, select_user_, insert_blob_owner_,
-      select_blob_owner_;
+  Stmt insert_job_ CLAW_GUARDED_BY(mu_);
+  Stmt insert_task_ CLAW_GUARDED_BY(mu_);
+  Stmt insert_lease_ CLAW_GUARDED_BY(mu_);
+  Stmt delete_lease_ CLAW_GUARDED_BY(mu_);
+  Stmt update_task_ CLAW_GUARDED_BY(mu_);
+  Stmt update_job_ CLAW_GUARDED_BY(mu_);
+  Stmt set_next_lease_ CLAW_GUARDED_BY(mu_);
+  Stmt begin_ CLAW_GUARDED_BY(mu_);
+  Stmt commit_ CLAW_GUARDED_BY(mu_);
+  Stmt rollback_ CLAW_GUARDED_BY(mu_);
+  Stmt select_jobs_ CLAW_GUARDED_BY(mu_);
+  Stmt select_tasks_ CLAW_GUARDED_BY(mu_);
+  Stmt select_leases_ CLAW_GUARDED_BY(mu_);
+  Stmt select_next_lease_ CLAW_GUARDED_BY(mu_);
+  Stmt insert_token_ CLAW_GUARDED_BY(mu_);
+  Stmt select_usable_token_ CLAW_GUARDED_BY(mu_);
+  Stmt use_token_ CLAW_GUARDED_BY(mu_);
+  Stmt insert_agent_ CLAW_GUARDED_BY(mu_);
+  Stmt select_agent_ CLAW_GUARDED_BY(mu_);
+  Stmt insert_replica_ CLAW_GUARDED_BY(mu_);
+  Stmt update_verdict_ CLAW_GUARDED_BY(mu_);
+  Stmt update_reputation_ CLAW_GUARDED_BY(mu_);
+  Stmt select_replicas_ CLAW_GUARDED_BY(mu_);
+  Stmt select_reputations_ CLAW_GUARDED_BY(mu_);
+  Stmt select_agents_ CLAW_GUARDED_BY(mu_);
+  Stmt insert_user_ CLAW_GUARDED_BY(mu_);
+  Stmt select_user_ CLAW_GUARDED_BY(mu_);
+  Stmt insert_blob_owner_ CLAW_GUARDED_BY(mu_);
+  Stmt select_blob_owner_ CLAW_GUARDED_BY(mu_);
 };
 
 Result<int> LockDatabase(const std::string& path) {
