@@ -14,10 +14,7 @@
 // /var/lib/claw). The sandbox keeps the host's /proc and root's capabilities
 // so that agents' own exec sandboxes nest inside it.
 #include <gtest/gtest.h>
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -30,21 +27,14 @@
 #include <thread>
 #include <vector>
 
+#include "tests/integration/harness.h"
 #include "tests/requirements.h"
-
-extern char** environ;
 
 namespace claw::testing {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string ReadFile(const fs::path& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 struct Block {
   std::string info;  // the fence's info string: "sh", "sh norun", ...
@@ -89,38 +79,16 @@ bool SyntaxOnly(const Block& b) { return b.info == "sh norun"; }
 const std::vector<std::string> kRunDocuments = {"README.md", "docs/operations.md",
                                                 "examples/ml/README.md"};
 
-// Runs argv with stdout and stderr into `log`; returns its exit code, or -1
-// after `limit` (then it is killed).
-int RunTo(std::vector<std::string> argv, const std::string& log, std::chrono::seconds limit) {
-  std::vector<char*> args;
-  for (auto& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-  posix_spawnattr_setpgroup(&attr, 0);
-  pid_t pid = -1;
-  int rc = posix_spawnp(&pid, args[0], &fa, &attr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) return -1;
-  auto end = std::chrono::steady_clock::now() + limit;
-  for (;;) {
-    int status = 0;
-    pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (std::chrono::steady_clock::now() > end) {
-      kill(-pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+// Runs `program ARGS` with its output into `log`; returns its exit code, or
+// -1 after `limit` (then it is killed).
+int RunTo(const std::string& program, std::vector<std::string> args, const std::string& log,
+          std::chrono::seconds limit) {
+  Process p(std::move(args), log, program);
+  if (!p.Exited(limit)) {
+    p.Kill(SIGKILL);
+    return -1;
   }
+  return p.exit_code();
 }
 
 // Kills every process whose working directory lies under `dir`: what a
@@ -158,7 +126,7 @@ class Docs : public ::testing::Test {
   // what they printed, and fails the test unless they all succeeded. Needs
   // bubblewrap (the test checks NeedSandbox first).
   std::string RunDocument(const std::string& document, std::chrono::seconds limit) {
-    std::string markdown = ReadFile(fs::path(CLAW_SOURCE_DIR) / document);
+    std::string markdown = ReadFile((fs::path(CLAW_SOURCE_DIR) / document).string());
     EXPECT_FALSE(markdown.empty()) << document;
     std::string script =
         "set -euo pipefail\n"
@@ -181,7 +149,7 @@ class Docs : public ::testing::Test {
     std::ofstream(dir_ / "hosts") << "127.0.0.1 localhost coord.example\n::1 localhost\n";
 
     std::vector<std::string> argv = {
-        "bwrap", "--dev-bind", "/", "/", "--tmpfs", "/var/lib", "--ro-bind",
+        "--dev-bind", "/", "/", "--tmpfs", "/var/lib", "--ro-bind",
         (dir_ / "hosts").string(), "/etc/hosts", "--unshare-net", "--unshare-ipc",
         "--die-with-parent", "--chdir", work.string(), "--clearenv", "--setenv", "HOME",
         (dir_ / "home").string(), "--setenv", "PATH",
@@ -193,7 +161,7 @@ class Docs : public ::testing::Test {
     if (geteuid() == 0) argv.insert(argv.end(), {"--cap-add", "ALL"});
     argv.insert(argv.end(), {"bash", (dir_ / "script.sh").string()});
     std::string log = (dir_ / "output.log").string();
-    int code = RunTo(argv, log, limit);
+    int code = RunTo("/usr/bin/bwrap", argv, log, limit);
     std::string out = ReadFile(log);
     EXPECT_EQ(code, 0) << document << " did not run as written (exit " << code
                        << "; -1: timed out); its output:\n"
@@ -253,7 +221,7 @@ TEST_F(Docs, EveryShellBlockIsRunOrChecked) {
   }
   for (const fs::path& doc : documents) {
     std::string rel = fs::relative(doc, root).string();
-    for (const Block& b : FencedBlocks(ReadFile(doc))) {
+    for (const Block& b : FencedBlocks(ReadFile(doc.string()))) {
       if (Runnable(b)) {
         EXPECT_TRUE(covered.count(rel)) << rel << ":" << b.line
                                         << " has a `sh` block that no test runs: tag it "
@@ -261,10 +229,11 @@ TEST_F(Docs, EveryShellBlockIsRunOrChecked) {
       } else if (SyntaxOnly(b)) {
         std::string file = (dir_ / "block.sh").string();
         std::ofstream(file) << b.text;
-        EXPECT_EQ(RunTo({"bash", "-n", file}, (dir_ / "bash-n.log").string(),
+        std::filesystem::remove(dir_ / "bash-n.log");
+        EXPECT_EQ(RunTo("/bin/bash", {"-n", file}, (dir_ / "bash-n.log").string(),
                         std::chrono::seconds(10)),
                   0)
-            << rel << ":" << b.line << ": " << ReadFile(dir_ / "bash-n.log");
+            << rel << ":" << b.line << ": " << ReadFile((dir_ / "bash-n.log").string());
       }
     }
   }

@@ -52,13 +52,8 @@ class RogueAgent {
   }
   const std::string& id() const { return id_; }
 
-  // One session of misbehaviour (one batch of work); returns the status the
-  // coordinator ended it with (OK or CANCELLED when it put up with it,
-  // DEADLINE_EXCEEDED when there was no work).
-  grpc::Status Session(Misdeed misdeed) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(1500));
-    auto stream = stub_->Session(&ctx);
+  // A signed hello, saying the agent has `slots` slots.
+  v1::AgentMessage Hello(uint32_t slots) const {
     v1::AgentMessage hello;
     v1::Hello* h = hello.mutable_hello();
     h->set_agent_id(id_);
@@ -67,8 +62,18 @@ class RogueAgent {
                        .count());
     h->set_signature(Sign("claw-session-v1|" + id_ + "|" + std::to_string(h->unix_ms()),
                           key_.secret_key));
-    h->mutable_device()->set_slots(2);
-    stream->Write(hello);
+    h->mutable_device()->set_slots(slots);
+    return hello;
+  }
+
+  // One session of misbehaviour (one batch of work); returns the status the
+  // coordinator ended it with (OK or CANCELLED when it put up with it,
+  // DEADLINE_EXCEEDED when there was no work).
+  grpc::Status Session(Misdeed misdeed) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(1500));
+    auto stream = stub_->Session(&ctx);
+    stream->Write(Hello(2));
     if (misdeed == Misdeed::kFlood) {
       v1::AgentMessage ping;
       ping.set_heartbeat(true);
@@ -133,16 +138,7 @@ class RogueAgent {
     while (!stop) {
       grpc::ClientContext ctx;
       auto stream = stub_->Session(&ctx);
-      v1::AgentMessage hello;
-      v1::Hello* h = hello.mutable_hello();
-      h->set_agent_id(id_);
-      h->set_unix_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
-                         std::chrono::system_clock::now().time_since_epoch())
-                         .count());
-      h->set_signature(Sign("claw-session-v1|" + id_ + "|" + std::to_string(h->unix_ms()),
-                            key_.secret_key));
-      h->mutable_device()->set_slots(8);
-      if (!stream->Write(hello)) continue;
+      if (!stream->Write(Hello(8))) continue;
       v1::AgentMessage want;
       want.set_want(8);
       stream->Write(want);
