@@ -94,8 +94,8 @@ void Scheduler::FailForNoQuorum(Job& job, uint32_t index, const std::string& why
   tie_waits_.erase({job.record.id, index});
   FinishJob(job, JobState::kFailed, "",
             "task " + std::to_string(index) + ": no quorum among " +
-                std::to_string(task.results.size()) + " results (" + why +
-                (differ.empty() ? "" : "; they differ in " + differ) + ")",
+                std::to_string(task.results.size()) + " results" +
+                (differ.empty() ? "" : ": they differ in " + differ) + "; " + why,
             now);
 }
 
@@ -130,8 +130,8 @@ void Scheduler::CheckTieWaits(Time now) {
     ++it;  // FailForNoQuorum erases the entry
     int64_t waited = std::chrono::duration_cast<std::chrono::seconds>(job->spec.quorum_wait).count();
     FailForNoQuorum(*job, index,
-                    "no agent that may break the tie (one that has not answered, of another "
-                    "owner) was connected for " + std::to_string(waited) + " s",
+                    "no agent that could break the tie (one that has not answered it, of "
+                    "another owner) was connected for " + std::to_string(waited) + " s",
                     now);
   }
 }
