@@ -133,10 +133,13 @@ TEST_F(Cli, TokenFilesSurviveRestartsAndServeAgentsStartedTogether) {
     auto list = client.ListAgents();
     return list.ok() && list->size() == 5;
   }, seconds(30))) << agents[0]->Output() << agents[3]->Output();
+  // The coordinator lists an agent as soon as it enrolls, a moment before
+  // the agent has saved its identity.
   std::set<std::string> ids;
   for (int i = 0; i < 4; ++i) {
-    std::string id = ReadFile((dir_ / ("together" + std::to_string(i)) / "identity.json").string());
-    ids.insert(nlohmann::json::parse(id)["agent_id"].get<std::string>());
+    std::string path = (dir_ / ("together" + std::to_string(i)) / "identity.json").string();
+    ASSERT_TRUE(WaitFor([&] { return !ReadFile(path).empty(); }, seconds(10))) << path;
+    ids.insert(nlohmann::json::parse(ReadFile(path))["agent_id"].get<std::string>());
     EXPECT_FALSE(agents[i]->Exited(std::chrono::milliseconds(0))) << agents[i]->Output();
   }
   EXPECT_EQ(ids.size(), 4u);
