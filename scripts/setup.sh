@@ -20,8 +20,8 @@ DEBIAN_PACKAGES=(
   clang libclang-rt-14-dev
   # ML apps: libtorch, the Fashion-MNIST dataset, a fast BLAS (OpenMP build)
   libtorch-dev zlib1g-dev dataset-fashion-mnist libopenblas0-openmp
-  # the exec sandbox
-  bubblewrap
+  # the exec sandbox: bubblewrap, and libseccomp for its system-call filter
+  bubblewrap libseccomp-dev
   # what tests and examples run inside tasks or beside them: POV-Ray and its
   # include files (examples/render), python3 (the render example's PNG writer,
   # hostile-command tests), curl and sqlite3 (the README's and docs' commands)

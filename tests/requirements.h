@@ -15,7 +15,7 @@
 #include <filesystem>
 #include <string>
 
-#include "apps/sandbox.h"
+#include "sandbox/sandbox.h"
 #include "common/status.h"
 
 namespace claw::testing {
@@ -43,6 +43,16 @@ inline Status NeedSandbox() {
   Status st = SandboxAvailable();
   if (st.ok()) return st;
   return FailedPrecondition("no sandbox for exec tasks on this machine: " + st.message());
+}
+
+// A cgroup that binds a task's memory as a whole (sandbox/task_group.h):
+// root, or a delegated cgroup v2 subtree, and a writable /sys/fs/cgroup.
+inline Status NeedTaskCgroup(const TaskGroup& group) {
+  if (group.BindsMemory()) return Status::Ok();
+  return FailedPrecondition("no cgroup binds a task's memory here (" + group.Describe() +
+                            "): run as root, or in a delegated cgroup v2 subtree "
+                            "(systemd-run --user --scope -p Delegate=yes), with /sys/fs/cgroup "
+                            "writable");
 }
 
 // The directory with Fashion-MNIST's four IDX files (gzipped as Debian ships

@@ -1,9 +1,12 @@
 #include "agent/agent.h"
 
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -14,8 +17,11 @@
 #include "claw.grpc.pb.h"
 #include "common/crypto.h"
 #include "apps/registry.h"
-#include "apps/sandbox.h"
+#include "sandbox/sandbox.h"
+#include "sandbox/scratch.h"
+#include "sandbox/task_group.h"
 #include "common/files.h"
+#include "common/text.h"
 #include "protocol/blob_client.h"
 #include "protocol/grpc_status.h"
 #include "protocol/signing.h"
@@ -179,7 +185,8 @@ void Agent::TransferLoop() {
       if (st.ok()) {
         e.tasks.push_back(std::move(task));
       } else {
-        log_->warn("input blob refused lease={} error={}", task.lease_id(), st.message());
+        log_->warn("input blob refused lease={} error={}", task.lease_id(),
+                   EscapeControl(st.message()));
         e.failures.emplace_back(task.lease_id(), "fetching input " + st.message());
       }
     }
@@ -280,7 +287,7 @@ Status Agent::LoadOrEnroll() {
                                    : ""));
     }
     log_->warn("coordinator unreachable for enrollment: {}; retrying",
-               DescribeUnreachable(st, transport()));
+               EscapeControl(DescribeUnreachable(st, transport())));
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, options_.backoff_max);
   }
@@ -328,11 +335,24 @@ Status Agent::Run() {
   blobs_ = std::make_unique<BlobDir>(options_.state_dir + "/blobs");
   CLAW_RETURN_IF_ERROR(blobs_->Init());
   popts.blob_dir = blobs_->root();
-  if (geteuid() == 0) {
-    std::error_code ec;
-    auto state = std::filesystem::weakly_canonical(options_.state_dir, ec);
-    popts.sandbox_uid_block = SandboxUidBlock(ec ? options_.state_dir : state.string());
+  std::error_code ec;
+  auto canonical = std::filesystem::weakly_canonical(options_.state_dir, ec);
+  const std::string state = ec ? options_.state_dir : canonical.string();
+  if (geteuid() == 0) popts.sandbox_uid_block = SandboxUidBlock(state);
+  char key[16];
+  std::snprintf(key, sizeof key, "%08x", static_cast<unsigned>(std::hash<std::string>{}(state)));
+  popts.group_prefix = std::string("claw-") + key;
+  popts.group_mode = options_.cgroups;
+  // Sandboxed tasks' scratch directories, in a place of this agent's own
+  // that sandbox users can pass through (the state directory is private);
+  // what an agent stopped or killed mid-task left goes now.
+  popts.scratch_root =
+      (std::filesystem::temp_directory_path() / ("claw-scratch-" + std::string(key))).string();
+  if (!RemoveTree(popts.scratch_root)) {
+    log_->warn("cannot remove old scratch directories in {}", popts.scratch_root);
   }
+  std::filesystem::create_directories(popts.scratch_root, ec);
+  chmod(popts.scratch_root.c_str(), 0711);
   transfer_thread_ = std::thread([this] { TransferLoop(); });
   pool_ = std::make_unique<WorkerPool>(
       popts, [this](TaskOutcome o) { Post(Event{Event::Kind::kOutcome, {}, std::move(o)}); },
@@ -340,9 +360,18 @@ Status Agent::Run() {
   CLAW_RETURN_IF_ERROR(pool_->Start());
   log_->info("agent running agent={} slots={} flops_per_slot={:.3g} coordinator={}",
              identity_.agent_id, slots_, flops_, options_.coordinator);
+  // What holds a sandboxed task together here, said plainly when it is
+  // weaker than a cgroup.
+  std::string held = pool_->GroupDescription();
+  if (!pool_->GroupsBindMemory()) {
+    log_->warn("sandboxed tasks: {}", held);
+  } else {
+    log_->info("sandboxed tasks: {}", held);
+  }
   if (options_.on_running) {
     options_.on_running("agent " + identity_.agent_id + " of coordinator " + options_.coordinator +
-                        ": " + std::to_string(slots_) + " slot(s); runs " + offered + missing);
+                        ": " + std::to_string(slots_) + " slot(s); runs " + offered + missing +
+                        (held.empty() ? "" : "\n  sandboxed tasks: " + held));
   }
 
   grpc::ChannelArguments args;
@@ -373,12 +402,19 @@ Status Agent::Run() {
     if (end.was_up) backoff = options_.backoff_initial;  // retry soon
     std::uniform_real_distribution<double> spread(0.5, 1.5);
     auto wait = Duration(static_cast<int64_t>(static_cast<double>(backoff.count()) * spread(jitter)));
-    log_->warn("session lost: {}; reconnecting in {} ms", st.message(), wait.count() / 1000);
+    log_->warn("session lost: {}; reconnecting in {} ms", EscapeControl(st.message()),
+               wait.count() / 1000);
     MutexLock lock(mu_);
     cv_.wait_for(lock, wait, [this] { return stop_.load(); });
     backoff = std::min(backoff * 2, options_.backoff_max);
   }
   pool_.reset();
+  GroupMode mode = GroupMode::kAuto;
+  ParseGroupMode(options_.cgroups, &mode);
+  for (size_t i = 0; i < slots_; ++i) {
+    RemoveTaskGroup(popts.group_prefix + "/slot-" + std::to_string(i), mode);
+  }
+  RemoveTree(popts.scratch_root);
   return result;
 }
 
@@ -567,7 +603,8 @@ void Agent::Dispatch(std::vector<v1::WorkerTask> tasks) {
 void Agent::CheckAvailability(Session& s) {
   next_sensor_read_ = clock_->Now() + options_.sensor_interval;
   Availability before = policy_.state();
-  std::vector<pid_t> own = pool_->WorkerPids();
+  // The sandboxes' processes are the agent's own load, not the owner's.
+  std::vector<pid_t> own = pool_->OwnPids();
   own.push_back(getpid());
   Availability now = policy_.Update(sensors_->Read(own), clock_->Now());
   if (now == before) return;
@@ -638,6 +675,15 @@ bool Agent::Flush(Session& s) {
     if (!content && now - last_send_ >= heartbeat_) {
       m.set_heartbeat(true);
       content = true;
+    }
+    // About every heartbeat, the leases still being worked on: a task
+    // longer than its lease keeps it by these.
+    if (now - last_renewal_ >= heartbeat_) {
+      for (uint64_t l : pool_->HeldLeases()) m.add_running(l);
+      for (uint64_t l : staging_) m.add_running(l);
+      for (uint64_t l : uploading_) m.add_running(l);
+      last_renewal_ = now;
+      content = content || m.running_size() > 0;
     }
     if (!content) return true;
     SignReports(identity_.agent_id, identity_.secret_key, &m);

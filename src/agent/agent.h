@@ -69,6 +69,9 @@ struct AgentOptions {
   // the others): `claw agent --detach` returns with it.
   std::function<void(const std::string& summary)> on_running;
   WorkerLimits limits;
+  // How sandboxed commands are held together: "auto" (a cgroup where one
+  // can be made), "v2", "v1", or "none" (sandbox/task_group.h).
+  std::string cgroups = "auto";
   AvailabilityOptions availability;
   Duration sensor_interval = std::chrono::seconds(1);
   Duration backoff_initial = std::chrono::milliseconds(100);
@@ -178,6 +181,7 @@ class Agent {
   double avg_task_s_ = 0;               // moving average of task run times
   Duration heartbeat_ = std::chrono::seconds(5);
   Time last_send_;
+  Time last_renewal_;  // when running leases were last listed for renewal
   Time next_sensor_read_;
   std::optional<Time> first_unsent_;  // when the oldest unsent report was made
   std::unordered_map<uint64_t, const App*> with_files_;  // running leases of apps with files

@@ -4,12 +4,16 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <filesystem>
+#include <memory>
 #include <optional>
 
 #include "agent/framing.h"
 #include "claw.pb.h"
 #include "common/blobs.h"
 #include "common/clock.h"
+#include "sandbox/scratch.h"
+#include "sandbox/task_group.h"
 
 namespace claw {
 namespace {
@@ -29,11 +33,27 @@ uint64_t CpuSecondsUsed() {
 
 }  // namespace
 
-int RunWorker(const AppRegistry& apps, const WorkerLimits& limits, const std::string& blob_dir,
-              uint32_t sandbox_uid) {
+int RunWorker(const AppRegistry& apps, const WorkerLimits& limits, const WorkerSetup& setup) {
   std::optional<BlobDir> blobs;
-  if (!blob_dir.empty()) blobs.emplace(blob_dir);
-  RunContext context{blobs ? &*blobs : nullptr, sandbox_uid};
+  if (!setup.blob_dir.empty()) blobs.emplace(setup.blob_dir);
+  RunContext context;
+  context.blobs = blobs ? &*blobs : nullptr;
+  context.sandbox_uid = setup.sandbox_uid;
+  context.caps = TaskCaps{limits.memory_bytes, limits.cpu_seconds, limits.disk_bytes};
+  // What a task of the worker before it (killed mid-task) left behind.
+  std::unique_ptr<TaskGroup> group;
+  if (!setup.group.empty()) {
+    GroupMode mode = GroupMode::kAuto;
+    ParseGroupMode(setup.group_mode, &mode);
+    group = OpenTaskGroup(setup.group, getpid(), mode);
+    context.group = group.get();
+  }
+  if (!setup.scratch_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(setup.scratch_dir, ec);
+    EmptyDirectory(setup.scratch_dir);
+    context.scratch_dir = setup.scratch_dir;
+  }
   signal(SIGPIPE, SIG_IGN);
   SetSoftLimit(RLIMIT_CORE, 0);
   if (limits.memory_bytes > 0) SetSoftLimit(RLIMIT_AS, limits.memory_bytes);

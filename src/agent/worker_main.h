@@ -16,15 +16,24 @@
 
 namespace claw {
 
+// The contributor's limits (agent flags --memory-mb, --cpu-seconds,
+// --disk-mb): for the worker itself, and the ceiling of every sandboxed
+// task's.
 struct WorkerLimits {
   uint64_t memory_bytes = 0;    // RLIMIT_AS; 0: unlimited
   uint64_t cpu_seconds = 3600;  // per task; 0: unlimited
+  uint64_t disk_bytes = 0;      // a sandboxed task's scratch directory; 0: the job's own limit
+};
+
+struct WorkerSetup {
+  std::string blob_dir;     // the agent's blob cache (RunContext::blobs); empty: none
+  uint32_t sandbox_uid = 0; // what sandboxes of this worker's slot run as
+  std::string group;        // its slot's TaskGroup ("claw-.../slot-0"); empty: none
+  std::string group_mode = "auto";
+  std::string scratch_dir;  // its slot's scratch directory, emptied at start
 };
 
 // Runs the worker loop on fds 0/1. Returns the process exit code.
-// `blob_dir`: the agent's blob cache (RunContext::blobs); empty: none.
-// `sandbox_uid`: what sandboxes of this worker's slot run as (RunContext).
-int RunWorker(const AppRegistry& apps, const WorkerLimits& limits, const std::string& blob_dir,
-              uint32_t sandbox_uid = 0);
+int RunWorker(const AppRegistry& apps, const WorkerLimits& limits, const WorkerSetup& setup);
 
 }  // namespace claw

@@ -12,7 +12,8 @@
 #include <cstring>
 
 #include "agent/framing.h"
-#include "apps/sandbox.h"
+#include "sandbox/process_tree.h"
+#include "sandbox/sandbox.h"
 
 #ifdef __APPLE__
 #include <mach-o/dyld.h>
@@ -29,6 +30,7 @@ struct WorkerPool::Worker {
   int from_fd = -1;  // worker's stdout
   std::vector<uint64_t> batch;  // leases of the batch it runs, in order
   size_t finished = 0;          // how many of `batch` have reported
+  std::unique_ptr<TaskGroup> group;  // its sandboxed commands' (null: none)
   std::thread thread;
 };
 
@@ -104,10 +106,15 @@ bool WorkerPool::Spawn(Worker* w) {
       options_.sandbox_uid_block == 0
           ? 0
           : options_.sandbox_uid_block + static_cast<uint32_t>(w->slot % kSandboxSlotsPerAgent));
+  std::string disk = std::to_string(options_.limits.disk_bytes);
+  std::string group = options_.group_prefix.empty() ? "" : options_.group_prefix + "/slot-" + slot;
+  std::string scratch = options_.scratch_root.empty() ? "" : options_.scratch_root + "/slot-" + slot;
   const char* argv[] = {options_.executable.c_str(), "__worker", "--memory-bytes", mem.c_str(),
-                        "--cpu-seconds", cpu.c_str(), "--slot", slot.c_str(),
-                        "--sandbox-uid", uid.c_str(),
-                        "--blob-dir", options_.blob_dir.c_str(), nullptr};
+                        "--cpu-seconds", cpu.c_str(), "--disk-bytes", disk.c_str(),
+                        "--slot", slot.c_str(), "--sandbox-uid", uid.c_str(),
+                        "--blob-dir", options_.blob_dir.c_str(), "--group", group.c_str(),
+                        "--cgroups", options_.group_mode.c_str(), "--scratch", scratch.c_str(),
+                        nullptr};
   pid_t pid;
   int rc = posix_spawn(&pid, options_.executable.c_str(), &fa, nullptr,
                        const_cast<char* const*>(argv), environ);
@@ -120,12 +127,34 @@ bool WorkerPool::Spawn(Worker* w) {
     log_->error("cannot start worker exe={} error={}", options_.executable, strerror(rc));
     return false;
   }
+  // The slot's group, as the agent sees it: to freeze and kill what the
+  // worker's commands run (a cgroup), or the worker's descendants.
+  std::unique_ptr<TaskGroup> g;
+  if (!group.empty()) {
+    GroupMode mode = GroupMode::kAuto;
+    ParseGroupMode(options_.group_mode, &mode);
+    g = OpenTaskGroup(group, pid, mode);
+  }
   MutexLock lock(mu_);
   w->pid = pid;
   w->to_fd = to[1];
   w->from_fd = from[0];
-  if (paused_) kill(pid, SIGSTOP);
+  w->group = std::move(g);
+  if (paused_) Freeze(w, true);
   return true;
+}
+
+void WorkerPool::Freeze(Worker* w, bool frozen) {
+  if (w->pid <= 0) return;
+  if (frozen) {
+    kill(w->pid, SIGSTOP);
+    if (w->group) w->group->Freeze();
+    else SignalDescendants(w->pid, SIGSTOP);
+  } else {
+    if (w->group) w->group->Thaw();
+    else SignalDescendants(w->pid, SIGCONT);
+    kill(w->pid, SIGCONT);
+  }
 }
 
 void WorkerPool::Reap(Worker* w, std::string* cause) {
@@ -133,7 +162,11 @@ void WorkerPool::Reap(Worker* w, std::string* cause) {
   close(w->from_fd);
   int status = 0;
   kill(w->pid, SIGCONT);
-  if (waitpid(w->pid, &status, 0) == w->pid) {
+  pid_t reaped = waitpid(w->pid, &status, 0);
+  // Nothing its commands started outlives it (the next worker of the slot
+  // removes their scratch directory).
+  if (w->group) w->group->KillAll();
+  if (reaped == w->pid) {
     if (WIFSIGNALED(status)) {
       int sig = WTERMSIG(status);
       *cause = "worker killed by signal " + std::to_string(sig) + " (" + strsignal(sig) + ")";
@@ -265,18 +298,14 @@ bool WorkerPool::Cancel(uint64_t lease_id) {
 void WorkerPool::Pause() {
   MutexLock lock(mu_);
   paused_ = true;
-  for (auto& w : workers_) {
-    if (w->pid > 0) kill(w->pid, SIGSTOP);
-  }
+  for (auto& w : workers_) Freeze(w.get(), true);
 }
 
 void WorkerPool::Resume() {
   {
     MutexLock lock(mu_);
     paused_ = false;
-    for (auto& w : workers_) {
-      if (w->pid > 0) kill(w->pid, SIGCONT);
-    }
+    for (auto& w : workers_) Freeze(w.get(), false);
   }
   cv_.notify_all();
 }
@@ -300,6 +329,23 @@ std::vector<uint64_t> WorkerPool::HeldLeases() const {
 size_t WorkerPool::held() const {
   MutexLock lock(mu_);
   return held_.size();
+}
+
+std::vector<pid_t> WorkerPool::OwnPids() const {
+  std::vector<pid_t> pids = WorkerPids();
+  std::vector<pid_t> below = Descendants(pids);
+  pids.insert(pids.end(), below.begin(), below.end());
+  return pids;
+}
+
+std::string WorkerPool::GroupDescription() const {
+  MutexLock lock(mu_);
+  return !workers_.empty() && workers_[0]->group ? workers_[0]->group->Describe() : "";
+}
+
+bool WorkerPool::GroupsBindMemory() const {
+  MutexLock lock(mu_);
+  return !workers_.empty() && workers_[0]->group && workers_[0]->group->BindsMemory();
 }
 
 std::vector<pid_t> WorkerPool::WorkerPids() const {

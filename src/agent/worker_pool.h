@@ -29,6 +29,7 @@
 #include "common/log.h"
 #include "common/mutex.h"
 #include "common/status.h"
+#include "sandbox/task_group.h"
 
 namespace claw {
 
@@ -40,6 +41,14 @@ struct WorkerPoolOptions {
   std::string blob_dir;    // the agent's blob cache, for apps with files; empty: none
   // Slot N's sandboxes run as sandbox_uid_block + N (root agents; 0: none).
   uint32_t sandbox_uid_block = 0;
+  // Slot N's sandboxed commands run in the TaskGroup "<group_prefix>/slot-N"
+  // (empty: none; the sandbox then finds them as the worker's descendants)
+  // made the way `group_mode` says ("auto", "v2", "v1", "none"), and keep
+  // their scratch directories in <scratch_root>/slot-N (empty: the system's
+  // temporary directory).
+  std::string group_prefix;
+  std::string group_mode = "auto";
+  std::string scratch_root;
 };
 
 struct TaskOutcome {
@@ -62,7 +71,8 @@ class WorkerPool {
   // Drops a queued task, or kills the worker running it; no outcome is
   // delivered for it. False if the pool does not hold the lease.
   bool Cancel(uint64_t lease_id);
-  // Freezes (SIGSTOP) or thaws (SIGCONT) every worker.
+  // Freezes every worker (SIGSTOP) and the sandboxed commands it runs (their
+  // TaskGroup, or each descendant), or thaws them.
   void Pause();
   void Resume();
   // Takes back every queued and running task (running ones are killed) and
@@ -73,6 +83,13 @@ class WorkerPool {
   std::vector<uint64_t> HeldLeases() const;
   size_t held() const;
   std::vector<pid_t> WorkerPids() const;
+  // The workers and every process they started (sandboxes included).
+  std::vector<pid_t> OwnPids() const;
+  // How sandboxed commands are held here (TaskGroup::Describe of slot 0's);
+  // empty without groups.
+  std::string GroupDescription() const;
+  // Whether sandboxed commands' memory is bounded per task (a cgroup).
+  bool GroupsBindMemory() const;
   size_t workers() const { return options_.workers; }
 
  private:
@@ -80,6 +97,8 @@ class WorkerPool {
   void Loop(Worker* w);
   bool Spawn(Worker* w);
   void Reap(Worker* w, std::string* cause);
+  // Stops (SIGSTOP) or continues the worker and what it started.
+  void Freeze(Worker* w, bool frozen) CLAW_REQUIRES(mu_);
 
   WorkerPoolOptions options_;
   Callback on_done_;

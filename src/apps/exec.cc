@@ -9,9 +9,11 @@
 #include <filesystem>
 
 #include "apps/blob_fields.h"
-#include "apps/sandbox.h"
+#include "sandbox/sandbox.h"
+#include "sandbox/scratch.h"
 #include "common/blobs.h"
 #include "common/crypto.h"
+#include "common/text.h"
 #include "core/job_spec.h"
 #include "core/json_fields.h"
 
@@ -72,6 +74,13 @@ std::string Substitute(std::string arg, const json& vars) {
 
 std::string Tail(const std::string& s, size_t n) {
   return s.size() <= n ? s : "..." + s.substr(s.size() - n);
+}
+
+// The end of a command's stderr for an error message: valid UTF-8 with
+// control characters escaped but for newlines and tabs (a command's bytes
+// are arbitrary; an error travels as a protobuf string and is printed).
+std::string StderrTail(const std::string& s, size_t n) {
+  return EscapeControl(Tail(s, n), TextLayout::kMultiLine);
 }
 
 // Ok when `path` can only name a place inside the scratch directory:
@@ -284,7 +293,7 @@ Result<std::vector<TaskSpec>> ExecApp::Plan(const JobSpec& spec) const {
   FieldReader f(spec.params, "params");
   CLAW_RETURN_IF_ERROR(f.NoUnknownFields(
       {"command", "sweep", "timeout_s", "memory_mb", "output_kb", "inputs", "outputs", "file_mb",
-       "processes", "compare"}));
+       "disk_mb", "processes", "compare"}));
   const json* command = spec.params.contains("command") ? &spec.params["command"] : nullptr;
   if (!command || !command->is_array() || command->empty() || command->size() > kMaxArgs) {
     return InvalidArgument("params.command: must be a list of 1 to " + std::to_string(kMaxArgs) +
@@ -300,9 +309,10 @@ Result<std::vector<TaskSpec>> ExecApp::Plan(const JobSpec& spec) const {
   auto memory = f.Integer("memory_mb", 16, 1 << 20, 2048);
   auto output = f.Integer("output_kb", 1, 1024, 64);
   auto file_mb = f.Integer("file_mb", 1, 1 << 20, 1024);
+  auto disk_mb = f.Integer("disk_mb", 1, 1 << 20, 4096);
   auto processes = f.Integer("processes", 1, 4096, 256);
   for (const Status* st : {&timeout.status(), &memory.status(), &output.status(), &file_mb.status(),
-                           &processes.status()}) {
+                           &disk_mb.status(), &processes.status()}) {
     if (!st->ok()) return *st;
   }
   auto inputs = ReadInputs(spec.params);
@@ -335,6 +345,15 @@ Result<std::vector<TaskSpec>> ExecApp::Plan(const JobSpec& spec) const {
       grid = std::move(next);
     }
   }
+  // A task's lease never outlives the job's task_timeout_s: a longer
+  // timeout could not be honoured.
+  const auto task_timeout_s = std::chrono::duration_cast<std::chrono::seconds>(spec.task_timeout);
+  if (*timeout + 60 > task_timeout_s.count()) {
+    return InvalidArgument("params.timeout_s: " + std::to_string(*timeout) +
+                           " s (and a minute to move files) is longer than the job's "
+                           "task_timeout_s (" + std::to_string(task_timeout_s.count()) +
+                           " s); raise task_timeout_s");
+  }
   if (spec.tasks != 0 && spec.tasks != grid.size()) {
     return InvalidArgument("spec.tasks: the sweep makes " + std::to_string(grid.size()) +
                            " tasks; leave tasks out or set it to that");
@@ -346,7 +365,7 @@ Result<std::vector<TaskSpec>> ExecApp::Plan(const JobSpec& spec) const {
     for (const auto& a : *command) argv.push_back(Substitute(a.get<std::string>(), vars));
     json params = {{"argv", argv},          {"vars", vars},          {"timeout_s", *timeout},
                    {"memory_mb", *memory}, {"output_kb", *output}, {"file_mb", *file_mb},
-                   {"processes", *processes}};
+                   {"disk_mb", *disk_mb},  {"processes", *processes}};
     if (!inputs->empty()) params["inputs"] = *inputs;
     if (!outputs->empty()) params["outputs"] = *outputs;
     if (!compare->is_null()) params["compare"] = *compare;
@@ -354,6 +373,13 @@ Result<std::vector<TaskSpec>> ExecApp::Plan(const JobSpec& spec) const {
     out.push_back(TaskSpec{params.dump(), 1e9});
   }
   return out;
+}
+
+double ExecApp::TaskSeconds(std::string_view task_params) const {
+  json p = json::parse(task_params, nullptr, false);
+  if (!p.is_object() || !p.contains("timeout_s") || !p["timeout_s"].is_number()) return 0;
+  // Its inputs are staged and its outputs collected besides.
+  return p["timeout_s"].get<double>() + 60;
 }
 
 Result<std::string> ExecApp::Run(std::string_view task_params, const RunContext& ctx) const {
@@ -370,42 +396,58 @@ Result<std::string> ExecApp::Run(std::string_view task_params, const RunContext&
     if (!a.is_string()) return InvalidArgument("exec task: argv must be strings");
     argv.push_back(a.get<std::string>());
   }
+  // The job's limits, each capped by the contributor's (RunContext::caps)
+  // and by what the job could ask for at submission.
+  auto number = [&](const char* key, uint64_t fallback, uint64_t most) {
+    const json& v = p.contains(key) ? p[key] : json();
+    return std::min<uint64_t>(v.is_number_unsigned() ? v.get<uint64_t>() : fallback, most);
+  };
+  auto capped = [](uint64_t asked, uint64_t cap) { return cap == 0 ? asked : std::min(asked, cap); };
   SandboxLimits limits;
-  limits.wall_time = std::chrono::seconds(p.value("timeout_s", 600));
-  limits.cpu_seconds = p.value("timeout_s", 600);
-  limits.memory_bytes = p.value("memory_mb", uint64_t{2048}) << 20;
-  limits.output_bytes = p.value("output_kb", size_t{64}) << 10;
-  limits.file_bytes = p.value("file_mb", uint64_t{1024}) << 20;
-  limits.processes = p.value("processes", uint64_t{256});
+  const uint64_t timeout_s = std::max<uint64_t>(number("timeout_s", 600, 86'400), 1);
+  limits.wall_time = std::chrono::seconds(timeout_s);
+  limits.cpu_seconds = capped(timeout_s, ctx.caps.cpu_seconds);
+  limits.memory_bytes = capped(std::max<uint64_t>(number("memory_mb", 2048, 1 << 20), 16) << 20,
+                               ctx.caps.memory_bytes);
+  limits.output_bytes = number("output_kb", 64, 1024) << 10;
+  limits.disk_bytes = capped(std::max<uint64_t>(number("disk_mb", 4096, 1 << 20), 1) << 20,
+                             ctx.caps.disk_bytes);
+  limits.file_bytes = std::min(std::max<uint64_t>(number("file_mb", 1024, 1 << 20), 1) << 20,
+                               limits.disk_bytes);
+  limits.processes = std::max<uint64_t>(number("processes", 256, 4096), 1);
   limits.uid = ctx.sandbox_uid;
   // Checked again here: the agent does not take the coordinator's word.
   auto inputs = ReadInputs(p);
   if (!inputs.ok()) return inputs.status();
   auto outputs = ReadOutputs(p);
   if (!outputs.ok()) return outputs.status();
-  // A fresh scratch directory per task, removed afterwards.
+  // A fresh scratch directory per task, removed afterwards (and, should
+  // the worker be killed first, by the next worker of its slot).
   std::filesystem::path scratch =
-      std::filesystem::temp_directory_path() / ("claw-task-" + RandomHex(8));
+      (ctx.scratch_dir.empty() ? std::filesystem::temp_directory_path()
+                               : std::filesystem::path(ctx.scratch_dir)) /
+      ("claw-task-" + RandomHex(8));
   std::error_code ec;
   std::filesystem::create_directories(scratch, ec);
   if (ec) return Unavailable("cannot create a scratch directory: " + ec.message());
   struct Cleanup {
     std::filesystem::path dir;
-    ~Cleanup() {
-      std::error_code e;
-      std::filesystem::remove_all(dir, e);
-    }
+    ~Cleanup() { RemoveTree(dir.string()); }
   } cleanup{scratch};
   CLAW_RETURN_IF_ERROR(StageInputs(*inputs, ctx, scratch));
-  auto r = RunSandboxed(argv, scratch.string(), limits);
+  auto r = RunSandboxed(argv, scratch.string(), limits, ctx.group);
   if (!r.ok()) return r.status();
   if (r->timed_out) {
     return ResourceExhausted("timed out after " + std::to_string(limits.wall_time.count()) + " s");
   }
+  if (!r->killed_for.empty()) {
+    return ResourceExhausted("stopped: " + r->killed_for + "; stderr: " + StderrTail(r->stderr_text, 256));
+  }
   if (r->exit_code != 0) {
     std::string how = r->exit_code > 128 ? "killed by signal " + std::to_string(r->exit_code - 128)
                                          : "exit code " + std::to_string(r->exit_code);
-    return InvalidArgument(argv[0] + ": " + how + "; stderr: " + Tail(r->stderr_text, 512));
+    return InvalidArgument(EscapeControl(argv[0]) + ": " + how + "; stderr: " +
+                           StderrTail(r->stderr_text, 512));
   }
   auto files = CollectOutputs(*outputs, ctx, scratch, limits.file_bytes);
   if (!files.ok()) return files.status();

@@ -1,5 +1,5 @@
 // exec: any command-line program as a job, one task per combination of the
-// sweep's values, each run in the sandbox (apps/sandbox.h).
+// sweep's values, each run in the sandbox (sandbox/sandbox.h).
 //
 // params:
 //   command    ["prog", "arg", ...]; "{name}" in any argument is replaced by
@@ -7,8 +7,11 @@
 //   sweep      {"name": values, ...}: "A..B" (integers A to B), or a list of
 //              numbers or strings; the tasks are the grid of all of them
 //              (none: one task)
-//   timeout_s  wall-clock limit per task (default 600, at most 86400)
-//   memory_mb  address-space limit per task (default 2048)
+//   timeout_s  wall-clock limit per task (default 600, at most 86400); also
+//              the CPU time all its processes may use together
+//   memory_mb  the task's memory, its /tmp and /dev/shm files included
+//              (where the agent holds it in a cgroup), and the address space
+//              of each of its processes (default 2048)
 //   output_kb  stdout and stderr kept per task, each (default 64, at most 1024)
 //   inputs     {"path": "<sha256>", ...}: blobs placed in the scratch directory
 //              under these relative paths before the command starts (every
@@ -18,6 +21,11 @@
 //              blobs after the command ends; each must match at least one
 //              file, and symbolic links are refused, never followed
 //   file_mb    the largest file a task may write (default 1024)
+//   disk_mb    all a task keeps in its scratch directory at once (default
+//              4096): past it the task is stopped
+//
+// Each limit is capped by the contributor's (agent flags --memory-mb,
+// --cpu-seconds, --disk-mb): the smaller binds.
 //   processes  how many processes a task may have at once (default 256,
 //              at most 4096): a fork bomb stops there
 //   compare    what replicas of a task must agree on: a list of "exit",
@@ -59,6 +67,7 @@ class ExecApp final : public App {
   std::string Difference(std::string_view params, std::string_view a,
                          std::string_view b) const override;
   Redundancy DefaultRedundancy() const override { return {2, 2}; }
+  double TaskSeconds(std::string_view task_params) const override;
   bool HasFiles() const override { return true; }
   Status Runnable() const override;
   std::vector<std::string> SpecInputBlobs(const JobSpec& spec) const override;

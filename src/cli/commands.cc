@@ -44,7 +44,8 @@ constexpr int kExitUsage = 1;
 constexpr int kExitJobFailed = 4;  // the job waited for failed or was cancelled
 
 int Fail(const Status& st) {
-  std::fprintf(stderr, "error: %s\n", st.ToString().c_str());
+  // Messages can carry a task's or an agent's text (a job's error): escaped.
+  std::fprintf(stderr, "error: %s\n", TerminalBlock(st.ToString()).c_str());
   return st.code() == StatusCode::kUnavailable ? 3 : 2;
 }
 
@@ -68,14 +69,6 @@ Client Connect(const ClientConfig& c) {
     ca = *pem;
   }
   return Client(c.coordinator, std::chrono::seconds(30), c.api_token, ca);
-}
-
-// `text` as one line of at most `max` characters, for a table cell.
-std::string OneLine(std::string text, size_t max) {
-  std::replace_if(text.begin(), text.end(), [](char c) { return c == '\n' || c == '\r' || c == '\t'; },
-                  ' ');
-  if (text.size() > max) text = text.substr(0, max - 3) + "...";
-  return text;
 }
 
 void PrintJobHeader() {
@@ -131,6 +124,12 @@ void AddCoordinator(CLI::App& cli) {
                   "Seconds a new connection has to complete its handshake (gRPC) or send its "
                   "request head (HTTP)")
       ->capture_default_str();
+  auto min_lease_s = std::make_shared<double>(30);
+  cmd->add_option("--min-lease", *min_lease_s,
+                  "Seconds of the shortest lease; an agent renews the leases of tasks it still "
+                  "runs about every 5 s, for this long each time")
+      ->check(CLI::Range(1.0, 3600.0))
+      ->capture_default_str();
   auto* init = cmd->add_subcommand(
       "init", "Create the coordinator's keys in the data directory (done on first start too)");
   init->add_option("--data", opts->data_dir, "Data directory")->capture_default_str();
@@ -165,8 +164,9 @@ void AddCoordinator(CLI::App& cli) {
   cmd->fallthrough();
   init->fallthrough();
   stop->fallthrough();
-  cmd->callback([opts, grace_s, handshake_s, init, stop, detach] {
+  cmd->callback([opts, grace_s, handshake_s, min_lease_s, init, stop, detach] {
     if (init->parsed() || stop->parsed()) return;
+    opts->coordinator.scheduler.min_lease = Duration(static_cast<int64_t>(*min_lease_s * 1e6));
     opts->http_host = opts->grpc_host;
     opts->handshake_timeout = Duration(static_cast<int64_t>(*handshake_s * 1e6));
     opts->coordinator.scheduler.session_grace =
@@ -262,8 +262,18 @@ void AddAgent(CLI::App& cli) {
   cmd->add_option("--idle-minutes", *idle_min, "Minutes the user must be idle")->capture_default_str();
   cmd->add_flag("--allow-battery", *allow_battery, "Also work on battery power");
   cmd->add_option("--grace", *grace_s, "Seconds paused before handing tasks back")->capture_default_str();
-  cmd->add_option("--memory-mb", *memory_mb, "Address-space limit per worker (0: none)");
-  cmd->add_option("--cpu-seconds", opts->limits.cpu_seconds, "CPU-time limit per task")->capture_default_str();
+  cmd->add_option("--memory-mb", *memory_mb,
+                  "Most memory any one task may use, whatever its job asks (0: the job's)");
+  cmd->add_option("--cpu-seconds", opts->limits.cpu_seconds,
+                  "Most CPU time any one task may use, whatever its job asks")
+      ->capture_default_str();
+  auto disk_mb = std::make_shared<uint64_t>(0);
+  cmd->add_option("--disk-mb", *disk_mb,
+                  "Most disk any one sandboxed task may fill, whatever its job asks (0: the job's)");
+  cmd->add_option("--cgroups", opts->cgroups,
+                  "How sandboxed tasks are held: auto, v2, v1 or none (then per-process limits only)")
+      ->check(CLI::IsMember({"auto", "v2", "v1", "none"}))
+      ->capture_default_str();
   auto sensors_file = std::make_shared<std::string>();
   cmd->add_option("--sensors-file", *sensors_file,
                   "Read availability sensors from a JSON file (rehearsal, tests)")
@@ -300,6 +310,7 @@ void AddAgent(CLI::App& cli) {
     opts->availability.grace = Duration(static_cast<int64_t>(*grace_s * 1e6));
     opts->availability.require_ac = !*allow_battery;
     opts->limits.memory_bytes = *memory_mb << 20;
+    opts->limits.disk_bytes = *disk_mb << 20;
     if (!ca_file->empty()) {
       auto pem = ReadPemFile(*ca_file);
       if (!pem.ok()) throw CLI::RuntimeError(Fail(pem.status()));
@@ -580,10 +591,10 @@ void AddQueries(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
     std::printf("%-16s %-10s %-12s %-13s %5s %9s %8s %8s %7s  %s\n", "AGENT", "OWNER", "HOST",
                 "OS/ARCH", "SLOTS", "GFLOPS", "VALID", "INVALID", "ERROR", "STATE");
     for (const auto& a : *list) {
-      std::string osarch = a.device().os() + "/" + a.device().arch();
+      std::string osarch = OneLine(a.device().os() + "/" + a.device().arch());
       std::printf("%-16s %-10.10s %-12.12s %-13.13s %5u %9.2f %8llu %8llu %6.1f%%  %s%s\n",
-                  a.agent_id().c_str(), a.owner().empty() ? "-" : a.owner().c_str(),
-                  a.device().hostname().c_str(), osarch.c_str(),
+                  a.agent_id().c_str(), a.owner().empty() ? "-" : OneLine(a.owner()).c_str(),
+                  OneLine(a.device().hostname()).c_str(), osarch.c_str(),
                   a.device().slots(), a.device().flops() / 1e9,
                   static_cast<unsigned long long>(a.valid_results()),
                   static_cast<unsigned long long>(a.invalid_results()), a.error_rate() * 100,
@@ -606,12 +617,10 @@ void AddQueries(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
     PrintJobHeader();
     PrintJob(*info);
     std::string note = NoteOf(*info);
-    if (note.find('\n') != std::string::npos || note.size() > 60) {
-      std::printf("%s:\n  ", info->error().empty() ? "note" : "error");
-      for (char c : info->error().empty() ? info->waiting() : info->error()) {
-        std::printf(c == '\n' ? "\n  " : "%c", c);
-      }
-      std::printf("\n");
+    if (note.find('\n') != std::string::npos || OneLine(note).size() > 60) {
+      std::printf("%s:\n  %s\n", info->error().empty() ? "note" : "error",
+                  TerminalBlock(info->error().empty() ? info->waiting() : info->error(), "  ")
+                      .c_str());
     }
   });
 
@@ -642,7 +651,7 @@ void AddQueries(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
     if (r->job().state() != "done") {
       int code = Fail(FailedPrecondition(
           "job " + *job_id + " is " + r->job().state() +
-          (r->job().error().empty() ? "" : ": " + r->job().error()) + "; no result"));
+          (r->job().error().empty() ? "" : ": " + OneLine(r->job().error())) + "; no result"));
       throw CLI::RuntimeError(*wait_end ? kExitJobFailed : code);
     }
     if (!out_dir->empty()) {
@@ -668,20 +677,23 @@ void AddWorker(CLI::App& cli) {
   auto* cmd = cli.add_subcommand("__worker", "");
   cmd->group("");  // hidden: started by agents
   auto limits = std::make_shared<WorkerLimits>();
+  auto setup = std::make_shared<WorkerSetup>();
   auto slot = std::make_shared<int>(0);
   cmd->add_option("--memory-bytes", limits->memory_bytes);
   cmd->add_option("--cpu-seconds", limits->cpu_seconds);
-  auto blob_dir = std::make_shared<std::string>();
+  cmd->add_option("--disk-bytes", limits->disk_bytes);
   cmd->add_option("--slot", *slot);
-  auto sandbox_uid = std::make_shared<uint32_t>(0);
-  cmd->add_option("--sandbox-uid", *sandbox_uid);
-  cmd->add_option("--blob-dir", *blob_dir);
+  cmd->add_option("--sandbox-uid", setup->sandbox_uid);
+  cmd->add_option("--blob-dir", setup->blob_dir);
+  cmd->add_option("--group", setup->group);
+  cmd->add_option("--cgroups", setup->group_mode);
+  cmd->add_option("--scratch", setup->scratch_dir);
   // CLI11 writes each option's value through the reference given above
   // during parse(): the callback holds every one of them (a freed --slot
   // once overwrote the blob dir's path).
-  cmd->callback([limits, slot, sandbox_uid, blob_dir] {
+  cmd->callback([limits, slot, setup] {
     AppRegistry apps = BuiltinApps();
-    int rc = RunWorker(apps, *limits, *blob_dir, *sandbox_uid);
+    int rc = RunWorker(apps, *limits, *setup);
     std::exit(rc);
   });
 }

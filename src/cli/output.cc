@@ -11,9 +11,34 @@
 #include <nlohmann/json.hpp>
 
 #include "common/blobs.h"
+#include "common/text.h"
 #include "coordinator/coordinator.h"
 
 namespace claw {
+
+std::string OneLine(std::string_view text, size_t max) {
+  std::string flat(text);
+  std::replace_if(
+      flat.begin(), flat.end(), [](char c) { return c == '\n' || c == '\r' || c == '\t'; }, ' ');
+  std::string line = EscapeControl(flat);
+  if (max == 0 || line.size() <= max) return line;
+  size_t cut = max > 3 ? max - 3 : 0;
+  // Escaped text is valid UTF-8: cut between characters, not inside one.
+  while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;
+  return line.substr(0, cut) + "...";
+}
+
+std::string TerminalBlock(std::string_view text, std::string_view indent) {
+  std::string escaped = EscapeControl(text, TextLayout::kMultiLine);
+  if (indent.empty()) return escaped;
+  std::string out;
+  out.reserve(escaped.size());
+  for (char c : escaped) {
+    out += c;
+    if (c == '\n') out += indent;
+  }
+  return out;
+}
 
 void DrawProgress(const v1::JobInfo& info) {
   static int last_decile = -1;
@@ -22,7 +47,7 @@ void DrawProgress(const v1::JobInfo& info) {
     last_waiting = info.waiting();
     if (!last_waiting.empty()) {
       std::fprintf(stderr, "%s%s: waiting: %s\n", isatty(2) ? "\n" : "", info.job_id().c_str(),
-                   last_waiting.c_str());
+                   OneLine(last_waiting).c_str());
     }
   }
   double frac = info.tasks_total() ? static_cast<double>(info.tasks_done()) / info.tasks_total() : 0;
@@ -79,7 +104,7 @@ void PrintTrials(const nlohmann::json& r, bool csv) {
     std::printf(",epochs,loss,test_loss,test_accuracy,seconds,model\n");
   } else {
     std::printf("%4s %5s", "RANK", "TRIAL");
-    for (const auto& n : names) std::printf(" %10.10s", n.c_str());
+    for (const auto& n : names) std::printf(" %10.10s", OneLine(n).c_str());
     std::printf(" %6s %9s %9s %9s %8s\n", "EPOCHS", "LOSS", "TEST_LOSS", "TEST_ACC", "SECONDS");
   }
   for (size_t rank = 0; rank < order.size(); ++rank) {
@@ -99,7 +124,7 @@ void PrintTrials(const nlohmann::json& r, bool csv) {
     } else {
       std::printf("%4zu %5zu", rank + 1, order[rank]);
       for (const auto& n : names) {
-        std::printf(" %10.10s", values.contains(n) ? ValueText(values[n]).c_str() : "-");
+        std::printf(" %10.10s", values.contains(n) ? OneLine(ValueText(values[n])).c_str() : "-");
       }
       std::printf(" %6d %9.4f %9.4f %9.4f %8.2f\n", fin.value("epoch", 0), fin.value("loss", std::nan("")),
                   fin.value("test_loss", std::nan("")), fin.value("test_accuracy", std::nan("")),
@@ -138,14 +163,14 @@ void PrintKnownResult(const v1::JobInfo& job, const nlohmann::json& r, bool csv)
   if (r.is_object() && r.contains("estimate")) {
     double est = r["estimate"], se = r["std_error"];
     std::printf("%s: %s over %llu paths\n", job.job_id().c_str(),
-                r.value("model", "").c_str(),
+                OneLine(r.value("model", "")).c_str(),
                 static_cast<unsigned long long>(r.value("paths", 0ULL)));
     std::printf("  estimate       %.6f  ± %.6f (95%% interval %.6f .. %.6f)\n", est, 1.96 * se,
                 r["ci95"][0].get<double>(), r["ci95"][1].get<double>());
     if (r.contains("reference")) {
       double ref = r["reference"];
       std::printf("  %-14s %.6f  (difference %.2f standard errors)\n",
-                  r.value("reference_name", "reference").c_str(), ref,
+                  OneLine(r.value("reference_name", "reference")).c_str(), ref,
                   se > 0 ? (est - ref) / se : 0.0);
     }
     std::printf("%s", timing.c_str());
@@ -156,7 +181,7 @@ void PrintKnownResult(const v1::JobInfo& job, const nlohmann::json& r, bool csv)
     std::printf("%s: %zu predictions", job.job_id().c_str(), p.size());
     if (r.contains("accuracy")) std::printf(", accuracy %.4f", r["accuracy"].get<double>());
     std::printf(", %.0f images/s of task time\n  first: %s%s\n  (--json for all of them)\n%s",
-                r.value("images_per_second", 0.0), p.substr(0, 60).c_str(),
+                r.value("images_per_second", 0.0), OneLine(p.substr(0, 60)).c_str(),
                 p.size() > 60 ? "..." : "", timing.c_str());
     return;
   }
@@ -168,7 +193,8 @@ void PrintKnownResult(const v1::JobInfo& job, const nlohmann::json& r, bool csv)
       const nlohmann::json& b = r["best"];
       std::string value = b.is_object() && b.contains("metric") ? b["metric"].dump() : "?";
       std::printf("best: trial %zu %s = %s; its model: claw results %s --best --out DIR\n%s",
-                  *best, metric.c_str(), value.c_str(), job.job_id().c_str(), timing.c_str());
+                  *best, OneLine(metric).c_str(), OneLine(value).c_str(), job.job_id().c_str(),
+                  timing.c_str());
     } else if (!csv) {
       std::printf("%s", timing.c_str());
     }
@@ -182,14 +208,13 @@ void PrintKnownResult(const v1::JobInfo& job, const nlohmann::json& r, bool csv)
       for (const auto& [k, v] : values.items()) {
         vars += (vars.empty() ? "" : " ") + k + "=" + (v.is_string() ? v.get<std::string>() : v.dump());
       }
-      std::replace(out.begin(), out.end(), '\n', ' ');
-      if (out.size() > 100) out = out.substr(0, 97) + "...";
-      std::printf("  %-24s %s\n", vars.empty() ? "-" : vars.c_str(), out.c_str());
+      std::printf("  %-24s %s\n", vars.empty() ? "-" : OneLine(vars).c_str(),
+                  OneLine(out, 100).c_str());
     }
     std::printf("  (--json for the whole output)\n%s", timing.c_str());
     return;
   }
-  std::printf("%s\n%s", r.dump(2).c_str(), timing.c_str());
+  std::printf("%s\n%s", TerminalBlock(r.dump(2)).c_str(), timing.c_str());
 }
 
 }  // namespace
@@ -204,14 +229,14 @@ void PrintResult(const v1::JobInfo& job, const std::string& result_json, bool js
   try {
     if (csv && !(r.is_object() && r.contains("trials"))) {
       std::printf("(only train and sweep results have a CSV form; as JSON:)\n%s\n",
-                  r.dump(2).c_str());
+                  TerminalBlock(r.dump(2)).c_str());
       return;
     }
     PrintKnownResult(job, r, csv);
   } catch (const nlohmann::json::exception& e) {
     std::fflush(stdout);
     std::printf("\n(this result is not in a shape the printer knows (%s); as JSON:)\n%s\n",
-                e.what(), r.dump(2).c_str());
+                e.what(), TerminalBlock(r.dump(2)).c_str());
   }
 }
 
@@ -220,17 +245,17 @@ int WaitAndPrint(Client& client, const std::string& job_id, bool json) {
     if (!json) DrawProgress(i);
   });
   if (!last.ok()) {
-    std::fprintf(stderr, "error: %s\n", last.status().ToString().c_str());
+    std::fprintf(stderr, "error: %s\n", TerminalBlock(last.status().ToString()).c_str());
     return 3;
   }
   if (last->state() != "done") {
     std::fprintf(stderr, "job %s %s%s\n", job_id.c_str(), last->state().c_str(),
-                 last->error().empty() ? "" : (": " + last->error()).c_str());
+                 last->error().empty() ? "" : (": " + TerminalBlock(last->error(), "  ")).c_str());
     return 4;
   }
   auto r = client.Results(job_id);
   if (!r.ok()) {
-    std::fprintf(stderr, "error: %s\n", r.status().ToString().c_str());
+    std::fprintf(stderr, "error: %s\n", TerminalBlock(r.status().ToString()).c_str());
     return 3;
   }
   PrintResult(r->job(), r->result_json(), json);
@@ -288,7 +313,7 @@ Result<size_t> DownloadOutputs(const Client& client, const std::string& result_j
     fs::create_directories(dest.parent_path(), ec);
     if (ec) return Unavailable("cannot create " + dest.parent_path().string() + ": " + ec.message());
     CLAW_RETURN_IF_ERROR(blobs.Download(f.sha256, dest.string()));
-    std::printf("%s  %s\n", f.sha256.c_str(), dest.c_str());
+    std::printf("%s  %s\n", f.sha256.c_str(), OneLine(dest.string()).c_str());
     bytes += f.size;
   }
   std::fprintf(stderr, "%zu files, %.1f MB, checked against their SHA-256, in %s\n", files.size(),

@@ -3,6 +3,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -10,6 +11,15 @@
 #include "cli/client.h"
 
 namespace claw {
+
+// Text from a task, an agent or a job's submitter, shown to people (never
+// in --json output): control characters and invalid UTF-8 escaped
+// (common/text.h), so it cannot drive the terminal.
+// OneLine: for a table cell or a one-line message; line breaks and tabs
+// become spaces; when `max` is not 0, cut to `max` bytes ending in "...".
+std::string OneLine(std::string_view text, size_t max = 0);
+// TerminalBlock: for several lines; each kept newline is followed by `indent`.
+std::string TerminalBlock(std::string_view text, std::string_view indent = "");
 
 // Draws "[#####.....]  45%  450/1000 tasks" on stderr (only on a terminal,
 // else one line per 10%).

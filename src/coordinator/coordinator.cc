@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "common/crypto.h"
+#include "common/text.h"
 #include "core/job_spec.h"
 #include "protocol/signing.h"
 
@@ -220,11 +221,12 @@ Result<v1::EnrollResponse> Coordinator::Enroll(const v1::EnrollRequest& req) {
                   clock_->Now()};
   Status st = store_->EnrollAgent(Blake2bHex(req.token()), rec, rec.enrolled);
   if (!st.ok()) {
-    log_->warn("enrollment refused host={} reason={}", req.device().hostname(), st.message());
+    log_->warn("enrollment refused host={} reason={}", EscapeControl(req.device().hostname()),
+               st.message());
     return st;
   }
-  log_->info("enrolled agent={} host={} cores={} flops={:.3g}", rec.id, req.device().hostname(),
-             req.device().cores(), req.device().flops());
+  log_->info("enrolled agent={} host={} cores={} flops={:.3g}", rec.id,
+             EscapeControl(req.device().hostname()), req.device().cores(), req.device().flops());
   v1::EnrollResponse resp;
   resp.set_agent_id(rec.id);
   resp.mutable_config()->set_heartbeat_ms(
@@ -296,6 +298,7 @@ Status Coordinator::ValidateAgentMessage(const v1::AgentMessage& msg) const {
     return InvalidArgument("message: " + std::to_string(n) + " results is more than the limit of " +
                            std::to_string(options_.max_results_per_message));
   }
+  if (msg.running_size() > 100'000) return InvalidArgument("running: more than 100000 leases");
   if (msg.want() > options_.max_want) {
     return InvalidArgument("want: " + std::to_string(msg.want()) + " is more than " +
                            std::to_string(options_.max_want));
@@ -366,13 +369,18 @@ void Coordinator::OnAgentMessage(SessionSink* sink, v1::AgentMessage& msg) {
   for (const auto& f : msg.failures()) {
     if (sched_.TaskFailed(agent, f.lease_id(), f.reason(), now)) {
       metrics_.task_failures++;
-      log_->info("task failed agent={} lease={} reason={}", agent, f.lease_id(), f.reason());
+      // The reason is the task's (its stderr, for exec): escaped, one line.
+      log_->info("task failed agent={} lease={} reason={}", agent, f.lease_id(),
+                 EscapeControl(f.reason()));
     }
     acks.push_back(f.lease_id());
   }
   for (LeaseId l : msg.returned()) {
     sched_.LeaseReturned(agent, l, now);
     acks.push_back(l);
+  }
+  if (msg.running_size() > 0) {
+    sched_.RenewLeases(agent, {msg.running().begin(), msg.running().end()}, now);
   }
   if (msg.withdraw()) sched_.WithdrawDemand(agent);
   if (msg.want() > 0) sched_.AddDemand(agent, msg.want());

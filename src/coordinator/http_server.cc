@@ -8,6 +8,7 @@
 #include <cstdarg>
 #include <cstdio>
 
+#include "common/text.h"
 #include "coordinator/tcp_listener.h"
 
 namespace claw {
@@ -105,7 +106,8 @@ struct HttpCallbacks {
     try {
       response = server->handler_(req);
     } catch (const std::exception& e) {
-      server->log_->error("http handler failed path={} cause={}", req.path, e.what());
+      server->log_->error("http handler failed path={} cause={}", EscapeControl(req.path),
+                          EscapeControl(e.what()));
       response = HttpResponse{500, "application/json",
                               R"({"error": {"code": "INTERNAL", "message": "internal error"}})"};
     }
@@ -146,7 +148,7 @@ struct HttpCallbacks {
     std::string line(text);
     while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
     // Clients that leave mid-handshake or send garbage are routine noise.
-    static_cast<HttpServer*>(cls)->log_->debug("http: {}", line);
+    static_cast<HttpServer*>(cls)->log_->debug("http: {}", EscapeControl(line));
   }
 };
 

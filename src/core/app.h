@@ -25,6 +25,15 @@
 namespace claw {
 
 class BlobDir;
+class TaskGroup;  // sandbox/task_group.h
+
+// What the contributor lets any one task use on their device, whatever the
+// job asks (0: no cap of theirs). The smaller of the two binds.
+struct TaskCaps {
+  uint64_t memory_bytes = 0;
+  uint64_t cpu_seconds = 0;
+  uint64_t disk_bytes = 0;
+};
 
 // What a running task may use besides its params.
 struct RunContext {
@@ -34,8 +43,15 @@ struct RunContext {
   // keeps no blobs (then apps that need them fail the task).
   const BlobDir* blobs = nullptr;
   // The uid that sandboxes of this worker's slot run as when the agent is
-  // root (apps/sandbox.h); 0: none chosen.
+  // root (sandbox/sandbox.h); 0: none chosen.
   uint32_t sandbox_uid = 0;
+  TaskCaps caps;
+  // The group that holds a sandboxed command's processes (this worker's
+  // slot's cgroup); null: the sandbox finds them as descendants.
+  TaskGroup* group = nullptr;
+  // Where sandboxed tasks' scratch directories go (the worker's, emptied
+  // when it starts); empty: the system's temporary directory.
+  std::string scratch_dir;
 };
 
 class App {
@@ -66,6 +82,9 @@ class App {
   virtual Status Runnable() const { return Status::Ok(); }
   // The apps an agent must be able to run to take this job's tasks.
   virtual std::vector<std::string> Needs(const JobSpec& spec) const { return {spec.app}; }
+  // The longest a task may run by its own params (exec: its timeout_s); 0:
+  // it declares none. A lease on it is at least that long.
+  virtual double TaskSeconds(std::string_view /*task_params*/) const { return 0; }
   struct Redundancy {
     uint32_t replication = 1;
     uint32_t quorum = 1;

@@ -93,8 +93,12 @@ Status Scheduler::Restore(RecoveredState state, Time now) {
     double estimate = task.cost_flop / options_.default_flops;
     double seconds = estimate * SpeedFactor(job->app);
     agent.held_seconds += seconds;
-    leases_[l.id] = Lease{job, l.index, &agent, l.deadline, estimate, seconds};
-    deadlines_.emplace(l.deadline, l.id);
+    // Renewals are not stored: a lease gets at least a renewal's length
+    // from now, for its agent to reconnect and renew it again.
+    Time deadline = std::max(l.deadline, now + options_.session_grace + options_.min_lease);
+    leases_[l.id] = Lease{job, l.index, &agent, deadline, now + job->spec.task_timeout, estimate,
+                          seconds};
+    deadlines_.emplace(deadline, l.id);
     next_lease_id_ = std::max(next_lease_id_, l.id + 1);
   }
   // An agent's unchecked results in the order it produced them.
@@ -366,6 +370,8 @@ LeaseId Scheduler::Grant(Job& job, uint32_t index, Agent& agent, Time now, Assig
   LeaseId id = next_lease_id_++;
   double estimate = task.cost_flop / std::max(agent.flops, 1.0);
   double seconds = options_.lease_slack * estimate;
+  // At least what the task itself may take by its params (exec's timeout).
+  seconds = std::max(seconds, job.app ? job.app->TaskSeconds(task.params) : 0.0);
   Duration length = std::max(options_.min_lease,
                              Duration(static_cast<int64_t>(std::min(seconds, 1e12) * 1e6)));
   length = std::min(length, job.spec.task_timeout);
@@ -379,7 +385,8 @@ LeaseId Scheduler::Grant(Job& job, uint32_t index, Agent& agent, Time now, Assig
   // work buffer uses the corrected one.
   double corrected = estimate * SpeedFactor(job.app);
   agent.held_seconds += corrected;
-  leases_.emplace(id, Lease{&job, index, &agent, deadline, estimate, corrected});
+  leases_.emplace(id, Lease{&job, index, &agent, deadline, now + job.spec.task_timeout, estimate,
+                            corrected});
   deadlines_.emplace(deadline, id);
   batch_.leases_granted.push_back(LeaseRecord{id, job.record.id, index, agent.id, deadline});
   out->lease = id;
@@ -580,6 +587,23 @@ void Scheduler::FailTask(Job& job, uint32_t index, const std::string& reason, Ti
             "task " + std::to_string(index) + " failed " + std::to_string(task.attempts) +
                 " times; last: " + reason,
             now);
+}
+
+size_t Scheduler::RenewLeases(const AgentId& agent_id, const std::vector<LeaseId>& running,
+                              Time now) {
+  size_t renewed = 0;
+  for (LeaseId id : running) {
+    auto it = leases_.find(id);
+    if (it == leases_.end() || it->second.agent->id != agent_id) continue;
+    Lease& l = it->second;
+    Time deadline = std::min(now + options_.min_lease, l.last_deadline);
+    if (deadline <= l.deadline) continue;
+    deadlines_.erase({l.deadline, id});
+    l.deadline = deadline;
+    deadlines_.emplace(deadline, id);
+    ++renewed;
+  }
+  return renewed;
 }
 
 bool Scheduler::LeaseReturned(const AgentId& agent_id, LeaseId lease, Time now) {

@@ -55,8 +55,10 @@ namespace claw {
 struct SchedulerOptions {
   // Shortest lease granted; covers queueing on the agent and transport.
   Duration min_lease = std::chrono::seconds(30);
-  // Lease length = max(min_lease, slack * task cost / device FLOPS), capped by
-  // the job's task_timeout.
+  // Lease length = max(min_lease, slack * task cost / device FLOPS, the
+  // task's own time limit (App::TaskSeconds)), capped by the job's
+  // task_timeout. A running task's agent renews it (RenewLeases) up to that
+  // cap.
   double lease_slack = 4.0;
   // How long the leases of an agent whose session dropped are kept for it to
   // reconnect and claim them before they are re-issued to others.
@@ -252,6 +254,12 @@ class Scheduler {
                                            Time now);
   // A task failed on the agent. Returns false if the lease was not the agent's.
   bool TaskFailed(const AgentId& agent, LeaseId lease, const std::string& reason, Time now);
+  // The agent's session says it still runs these tasks: their leases last
+  // another min_lease from now, but never past the job's task_timeout from
+  // their grant. Leases not the agent's are ignored. Returns how many were
+  // extended. (Renewals are not stored; Restore gives every lease time for
+  // its agent to come back and renew it.)
+  size_t RenewLeases(const AgentId& agent, const std::vector<LeaseId>& running, Time now);
   // The agent hands a lease back unrun; no attempt is counted.
   bool LeaseReturned(const AgentId& agent, LeaseId lease, Time now);
 

@@ -58,6 +58,7 @@ struct Scheduler::Lease {
   uint32_t index = 0;
   Agent* agent = nullptr;
   Time deadline;
+  Time last_deadline;   // renewals never take `deadline` past this (the job's task_timeout)
   double estimate = 0;  // the task's run time on its agent by its cost and the agent's FLOPS
   double seconds = 0;   // the same, corrected by what the app's tasks really took
 };

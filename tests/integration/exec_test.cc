@@ -2,7 +2,7 @@
 // the sandbox on two agents, each task run on both (2/2) and compared.
 #include <fstream>
 
-#include "apps/sandbox.h"
+#include "sandbox/sandbox.h"
 #include "harness.h"
 #include "tests/requirements.h"
 

@@ -9,7 +9,7 @@
 #include <fstream>
 
 #include "apps/registry.h"
-#include "apps/sandbox.h"
+#include "sandbox/sandbox.h"
 #include "common/blobs.h"
 #include "core/job_spec.h"
 #include "tests/requirements.h"

@@ -284,6 +284,44 @@ TEST_F(SchedulerTest, ExpiredLeaseIsReissuedAndCountsAnAttempt) {
   EXPECT_NE(job->record.error.find("task 0 failed 2 times"), std::string::npos);
 }
 
+// A task longer than its lease lives on its agent's renewals, up to the
+// job's task_timeout; unrenewed (or another agent's word) it expires.
+TEST_F(SchedulerTest, RunningTasksKeepTheirLeasesByRenewalUpToTheTaskTimeout) {
+  auto p = ParseAndPlanJob(R"({"app":"echo","tasks":2,"max_attempts":3,"task_timeout_s":60})", apps_);
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(sched_.AddJob("j1", "alice", std::move(p).value(), clock_.Now()).ok());
+  sched_.AgentConnected("a1", 1e9, {}, clock_.Now());
+  sched_.AgentConnected("a2", 1e9, {}, clock_.Now());
+  sched_.AddDemand("a1", 2);
+  auto a = DispatchTo("a1");
+  ASSERT_EQ(a.size(), 2u);
+  // Every 5 s for 50 s, a1 says it runs the first; a2 claims the second.
+  for (int i = 0; i < 10; ++i) {
+    clock_.Advance(seconds(5));
+    EXPECT_EQ(sched_.RenewLeases("a1", {a[0].lease}, clock_.Now()), 1u);
+    EXPECT_EQ(sched_.RenewLeases("a2", {a[1].lease}, clock_.Now()), 0u) << "not a2's lease";
+    sched_.Tick(clock_.Now());
+  }
+  EXPECT_EQ(sched_.active_leases(), 1u) << "the unrenewed lease expired after 10 s";
+  EXPECT_EQ(sched_.pending_tasks(), 1u) << "and its task waits for another agent";
+  EXPECT_EQ(Report("a1", a[0]), ResultOutcome::kAccepted) << "50 s on a 10 s lease";
+  EXPECT_EQ(Report("a1", a[1]), ResultOutcome::kStale);
+  // Renewals stop at task_timeout_s from the grant.
+  ASSERT_TRUE(sched_.CancelJob("j1", clock_.Now()).ok());
+  auto q = ParseAndPlanJob(R"({"app":"echo","tasks":1,"max_attempts":1,"task_timeout_s":30})", apps_);
+  ASSERT_TRUE(sched_.AddJob("j2", "alice", std::move(q).value(), clock_.Now()).ok());
+  sched_.AddDemand("a1", 1);
+  auto b = DispatchTo("a1");
+  ASSERT_EQ(b.size(), 1u);
+  for (int i = 0; i < 8; ++i) {
+    clock_.Advance(seconds(5));
+    sched_.RenewLeases("a1", {b[0].lease}, clock_.Now());
+    sched_.Tick(clock_.Now());
+  }
+  EXPECT_EQ(Report("a1", b[0]), ResultOutcome::kStale) << "past 30 s, renewed or not";
+  EXPECT_EQ(sched_.GetJob("j2")->record.state, JobState::kFailed);
+}
+
 TEST_F(SchedulerTest, LostSessionKeepsLeasesForGraceThenReissues) {
   ASSERT_TRUE(sched_.AddJob("j1", "alice", Plan(apps_, 2), clock_.Now()).ok());
   sched_.AgentConnected("a1", 1e9, {}, clock_.Now());

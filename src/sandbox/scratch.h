@@ -1,0 +1,28 @@
+// Scratch directories of sandboxed tasks: where they go, how much disk they
+// use, and their removal on every path (a task's end, a worker killed
+// mid-task, an agent restarted).
+//
+// An agent keeps them under <state>/scratch/slot-N/<random>: a worker
+// removes its slot's leftovers when it starts (the one before it may have
+// been killed mid-task), and an agent removes the whole tree when it
+// starts. A task that made a directory it cannot enter, or files it cannot
+// delete, does not keep them: removal makes each directory writable first.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace claw {
+
+// Removes `path` and everything under it, without following symbolic links,
+// making directories writable as it goes. False if something is left.
+bool RemoveTree(const std::string& path);
+
+// Removes everything inside `dir` (which stays). False if something is left.
+bool EmptyDirectory(const std::string& dir);
+
+// Bytes of disk that the files under `dir` occupy (allocated blocks, hard
+// links counted once), stopping early once over `stop_above` (0: never).
+uint64_t DiskUsage(const std::string& dir, uint64_t stop_above = 0);
+
+}  // namespace claw
