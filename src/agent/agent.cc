@@ -162,15 +162,23 @@ void Agent::TransferLoop() {
       t = std::move(transfers_.front());
       transfers_.pop_front();
     }
+    auto keep = [this](std::string_view h) { return Pinned(h); };
     if (t.outcome) {
       TaskOutcome& o = *t.outcome;
-      for (const std::string& h : t.app->OutputBlobs(o.output)) {
+      std::vector<std::string> outputs = t.app->OutputBlobs(o.output);
+      for (const std::string& h : outputs) {
         Status st = client.Upload(h, *blobs_);
         if (!st.ok()) {
           o = TaskOutcome{o.lease_id, false, "", "uploading output " + st.message(), o.runtime_us};
           break;
         }
       }
+      // The coordinator has them now (or the task failed): they leave the
+      // cache, unless a task held here needs one as its input.
+      for (const std::string& h : outputs) {
+        if (!Pinned(h)) blobs_->Remove(h);
+      }
+      blobs_->Trim(options_.cache_bytes, keep);
       Post(Event{Event::Kind::kUploaded, {}, std::move(o)});
       continue;
     }
@@ -181,6 +189,7 @@ void Agent::TransferLoop() {
       for (const std::string& h : app ? app->TaskInputBlobs(task.params()) : std::vector<std::string>{}) {
         st = client.Fetch(h, *blobs_);
         if (!st.ok()) break;
+        blobs_->Touch(h);
       }
       if (st.ok()) {
         e.tasks.push_back(std::move(task));
@@ -190,8 +199,34 @@ void Agent::TransferLoop() {
         e.failures.emplace_back(task.lease_id(), "fetching input " + st.message());
       }
     }
+    blobs_->Trim(options_.cache_bytes, keep);
     Post(std::move(e));
   }
+}
+
+void Agent::Pin(uint64_t lease, std::vector<std::string> hashes) {
+  MutexLock lock(pins_mu_);
+  for (const std::string& h : hashes) pins_[h]++;
+  pins_by_lease_[lease] = std::move(hashes);
+}
+
+void Agent::Unpin(uint64_t lease) {
+  MutexLock lock(pins_mu_);
+  auto it = pins_by_lease_.find(lease);
+  if (it == pins_by_lease_.end()) return;
+  for (const std::string& h : it->second) {
+    if (--pins_[h] <= 0) pins_.erase(h);
+  }
+  pins_by_lease_.erase(it);
+}
+
+bool Agent::Pinned(std::string_view hash) {
+  MutexLock lock(pins_mu_);
+  return pins_.count(std::string(hash)) > 0;
+}
+
+void Agent::ForgetFiles(uint64_t lease) {
+  if (with_files_.erase(lease) > 0) Unpin(lease);
 }
 
 v1::DeviceReport Agent::Device() const {
@@ -364,9 +399,9 @@ Status Agent::Run() {
   // weaker than a cgroup.
   std::string held = pool_->GroupDescription();
   if (!pool_->GroupsBindMemory()) {
-    log_->warn("sandboxed tasks: {}", held);
+    log_->warn("sandboxed tasks: {}; scratch={}", held, popts.scratch_root);
   } else {
-    log_->info("sandboxed tasks: {}", held);
+    log_->info("sandboxed tasks: {}; scratch={}", held, popts.scratch_root);
   }
   if (options_.on_running) {
     options_.on_running("agent " + identity_.agent_id + " of coordinator " + options_.coordinator +
@@ -488,7 +523,7 @@ void Agent::Handle(Event& e, Session& s) {
       avg_task_s_ = UpdateTaskTimeAverage(avg_task_s_, static_cast<double>(o.runtime_us) / 1e6);
       if (auto f = with_files_.find(o.lease_id); f != with_files_.end()) {
         const App* app = f->second;
-        with_files_.erase(f);
+        ForgetFiles(o.lease_id);
         if (o.ok && !app->OutputBlobs(o.output).empty()) {  // upload first
           uploading_.insert(o.lease_id);
           MutexLock lock(mu_);
@@ -511,7 +546,7 @@ void Agent::Handle(Event& e, Session& s) {
     case Event::Kind::kStaged: {
       for (auto& [lease, why] : e.failures) {
         if (staging_.erase(lease) == 0) continue;
-        with_files_.erase(lease);
+        ForgetFiles(lease);
         AddReport(lease, Report{Report::Kind::kFailure, std::move(why), 0});
       }
       std::vector<v1::WorkerTask> ready;
@@ -534,7 +569,7 @@ void Agent::Handle(Event& e, Session& s) {
     unacked_.erase(l);
     staging_.erase(l);
     uploading_.erase(l);
-    with_files_.erase(l);
+    ForgetFiles(l);
   }
   if (m.assignments_size() > 0 &&
       !AssignmentsVerify(identity_.agent_id, identity_.coordinator_key, m)) {
@@ -563,6 +598,7 @@ void Agent::Handle(Event& e, Session& s) {
       if (app && app->HasFiles()) {
         with_files_[t.lease_id()] = app;
         auto inputs = app->TaskInputBlobs(t.params());
+        Pin(t.lease_id(), inputs);
         if (std::any_of(inputs.begin(), inputs.end(),
                         [&](const std::string& h) { return !blobs_->Has(h); })) {
           staging_.insert(t.lease_id());
@@ -592,7 +628,7 @@ void Agent::Dispatch(std::vector<v1::WorkerTask> tasks) {
   if (tasks.empty()) return;
   if (policy_.state() == Availability::kAway) {  // raced with our withdrawal
     for (const auto& t : tasks) {
-      with_files_.erase(t.lease_id());
+      ForgetFiles(t.lease_id());
       AddReport(t.lease_id(), Report{Report::Kind::kReturned, "", 0});
     }
     return;
@@ -618,7 +654,7 @@ void Agent::CheckAvailability(Session& s) {
     back.insert(back.end(), staging_.begin(), staging_.end());
     staging_.clear();
     for (uint64_t l : back) {
-      with_files_.erase(l);
+      ForgetFiles(l);
       AddReport(l, Report{Report::Kind::kReturned, "", 0});
     }
   } else {

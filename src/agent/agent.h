@@ -81,6 +81,10 @@ struct AgentOptions {
   double prefetch_seconds = 0.05;
   size_t max_prefetch = 256;
   size_t max_batch = 256;  // most reports per message
+  // The blob cache (<state_dir>/blobs) is trimmed to this, least recently
+  // used first; blobs that tasks it holds need are kept. Outputs leave it
+  // once uploaded.
+  uint64_t cache_bytes = 10ULL << 30;
   // Reports wait up to this long to travel together, unless the local queue
   // is about to run dry (then they go at once, with the request for more).
   Duration coalesce = std::chrono::milliseconds(20);
@@ -131,6 +135,13 @@ class Agent {
   };
 
   Status LoadOrEnroll();
+  // Input blobs of tasks the agent holds stay in the cache until the task
+  // is done with (any thread).
+  void Pin(uint64_t lease, std::vector<std::string> hashes);
+  void Unpin(uint64_t lease);
+  bool Pinned(std::string_view hash);
+  // Forgets that the lease's task has files, and unpins its inputs.
+  void ForgetFiles(uint64_t lease);
   void TransferLoop();
   // Hands tasks to the pool, or back to the coordinator when away.
   void Dispatch(std::vector<v1::WorkerTask> tasks);
@@ -172,6 +183,9 @@ class Agent {
   std::deque<Transfer> transfers_ CLAW_GUARDED_BY(mu_);
   std::deque<Event> events_ CLAW_GUARDED_BY(mu_);
   Session* active_ CLAW_GUARDED_BY(mu_) = nullptr;  // for Stop to cancel it
+  Mutex pins_mu_;
+  std::unordered_map<uint64_t, std::vector<std::string>> pins_by_lease_ CLAW_GUARDED_BY(pins_mu_);
+  std::unordered_map<std::string, int> pins_ CLAW_GUARDED_BY(pins_mu_);
 
   // Owned by the Run() thread.
   std::map<uint64_t, Report> unacked_;  // reports not yet acknowledged

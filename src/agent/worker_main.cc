@@ -1,6 +1,9 @@
 #include "agent/worker_main.h"
 
 #include <sys/resource.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <unistd.h>
 
 #include <csignal>
@@ -34,6 +37,12 @@ uint64_t CpuSecondsUsed() {
 }  // namespace
 
 int RunWorker(const AppRegistry& apps, const WorkerLimits& limits, const WorkerSetup& setup) {
+#ifdef __linux__
+  // A worker (and, through the sandbox's --die-with-parent, the command it
+  // runs) dies with its agent, even one killed mid-task with SIGKILL.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() == 1) return 0;  // the agent was gone already
+#endif
   std::optional<BlobDir> blobs;
   if (!setup.blob_dir.empty()) blobs.emplace(setup.blob_dir);
   RunContext context;

@@ -270,6 +270,11 @@ void AddAgent(CLI::App& cli) {
   auto disk_mb = std::make_shared<uint64_t>(0);
   cmd->add_option("--disk-mb", *disk_mb,
                   "Most disk any one sandboxed task may fill, whatever its job asks (0: the job's)");
+  auto cache_mb = std::make_shared<uint64_t>(opts->cache_bytes >> 20);
+  cmd->add_option("--cache-mb", *cache_mb,
+                  "Most disk the cache of input files (STATE/blobs) may take; least recently "
+                  "used go first")
+      ->capture_default_str();
   cmd->add_option("--cgroups", opts->cgroups,
                   "How sandboxed tasks are held: auto, v2, v1 or none (then per-process limits only)")
       ->check(CLI::IsMember({"auto", "v2", "v1", "none"}))
@@ -311,6 +316,7 @@ void AddAgent(CLI::App& cli) {
     opts->availability.require_ac = !*allow_battery;
     opts->limits.memory_bytes = *memory_mb << 20;
     opts->limits.disk_bytes = *disk_mb << 20;
+    opts->cache_bytes = *cache_mb << 20;
     if (!ca_file->empty()) {
       auto pem = ReadPemFile(*ca_file);
       if (!pem.ok()) throw CLI::RuntimeError(Fail(pem.status()));

@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
+#include <vector>
 
 #include "common/crypto.h"
 
@@ -104,6 +106,54 @@ std::string BlobDir::PathOf(std::string_view hash) const {
 bool BlobDir::Has(std::string_view hash) const {
   struct stat st;
   return IsBlobHash(hash) && stat(PathOf(hash).c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+void BlobDir::Touch(std::string_view hash) const {
+  if (IsBlobHash(hash)) utimensat(AT_FDCWD, PathOf(hash).c_str(), nullptr, 0);
+}
+
+void BlobDir::Remove(std::string_view hash) const {
+  if (IsBlobHash(hash)) unlink(PathOf(hash).c_str());
+}
+
+uint64_t BlobDir::Trim(uint64_t max_bytes,
+                       const std::function<bool(std::string_view)>& keep) const {
+  struct Entry {
+    int64_t used_ns;
+    uint64_t bytes;
+    std::string hash;
+  };
+  std::vector<Entry> blobs;
+  uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& sub : fs::directory_iterator(root_, ec)) {
+    std::string prefix = sub.path().filename().string();
+    if (prefix.size() != 2) continue;  // the temporary directory, or strays
+    std::error_code sec;
+    for (const auto& e : fs::directory_iterator(sub.path(), sec)) {
+      std::string hash = e.path().filename().string();
+      struct stat st;
+      if (!IsBlobHash(hash) || stat(e.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+#ifdef __APPLE__
+      const timespec& used = st.st_mtimespec;
+#else
+      const timespec& used = st.st_mtim;
+#endif
+      int64_t ns = static_cast<int64_t>(used.tv_sec) * 1'000'000'000 + used.tv_nsec;
+      blobs.push_back(Entry{ns, static_cast<uint64_t>(st.st_size), std::move(hash)});
+      total += static_cast<uint64_t>(st.st_size);
+    }
+  }
+  if (total <= max_bytes) return 0;
+  std::sort(blobs.begin(), blobs.end(),
+            [](const Entry& a, const Entry& b) { return a.used_ns < b.used_ns; });
+  uint64_t removed = 0;
+  for (const Entry& b : blobs) {
+    if (total - removed <= max_bytes) break;
+    if (keep && keep(b.hash)) continue;
+    if (unlink(PathOf(b.hash).c_str()) == 0) removed += b.bytes;
+  }
+  return removed;
 }
 
 Result<uint64_t> BlobDir::Size(std::string_view hash) const {

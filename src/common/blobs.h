@@ -92,6 +92,15 @@ class BlobDir {
   // `sink` returns false. NotFound if absent.
   Status Read(std::string_view hash, const std::function<bool(std::string_view)>& sink) const;
 
+  // A cache's upkeep. Touch marks a blob used now (Trim keeps the most
+  // recently used); Remove deletes one (absent is fine). Trim removes the
+  // least recently used blobs until all of them together take at most
+  // `max_bytes`, never one that `keep` holds on to, and returns the bytes
+  // it removed.
+  void Touch(std::string_view hash) const;
+  void Remove(std::string_view hash) const;
+  uint64_t Trim(uint64_t max_bytes, const std::function<bool(std::string_view)>& keep) const;
+
  private:
   std::string root_;
 };

@@ -2,6 +2,8 @@
 #include "common/blobs.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -100,6 +102,38 @@ TEST_F(BlobDirTest, InitClearsTemporaryFilesLeftByACrash) {
   std::ofstream(root_ / "tmp" / "half-written") << "x";
   ASSERT_TRUE(dir_.Init().ok());
   EXPECT_TRUE(fs::is_empty(root_ / "tmp"));
+}
+
+}  // namespace
+}  // namespace claw
+
+namespace claw {
+namespace {
+
+// An agent's cache is bounded: least recently used blobs go first, and
+// blobs a held task needs are never removed.
+TEST_F(BlobDirTest, TrimRemovesTheLeastRecentlyUsedButNeverWhatIsKept) {
+  std::vector<std::string> hashes;
+  for (int i = 0; i < 5; ++i) {
+    auto h = dir_.Put(std::string(1000, static_cast<char>('a' + i)));
+    ASSERT_TRUE(h.ok());
+    hashes.push_back(*h);
+    // Distinct times of use: a, b, c, d, e from oldest.
+    timespec t[2] = {{1000 + i, 0}, {1000 + i, 0}};
+    utimensat(AT_FDCWD, dir_.PathOf(*h).c_str(), t, 0);
+  }
+  dir_.Touch(hashes[0]);  // a used just now
+  auto keep = [&](std::string_view h) { return h == hashes[1]; };  // b pinned
+  EXPECT_EQ(dir_.Trim(5000, keep), 0u) << "under the limit: nothing goes";
+  EXPECT_EQ(dir_.Trim(2500, keep), 3000u);
+  EXPECT_TRUE(dir_.Has(hashes[0])) << "recently used";
+  EXPECT_TRUE(dir_.Has(hashes[1])) << "kept";
+  EXPECT_FALSE(dir_.Has(hashes[2]));
+  EXPECT_FALSE(dir_.Has(hashes[3]));
+  EXPECT_FALSE(dir_.Has(hashes[4])) << "e: newer than c and d, older than a";
+  dir_.Remove(hashes[0]);
+  EXPECT_FALSE(dir_.Has(hashes[0]));
+  dir_.Remove(hashes[0]);  // absent: fine
 }
 
 }  // namespace

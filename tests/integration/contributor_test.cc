@@ -1,0 +1,171 @@
+// The contributor's machine, end to end: real agents running exec tasks as
+// a contributor would start them (sandboxed, watched for the owner), and
+// what is left of a task after each way it can end.
+#include <regex>
+
+#include "harness.h"
+#include "sandbox/process_tree.h"
+#include "tests/requirements.h"
+
+namespace claw::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+void WriteSensors(const std::filesystem::path& path, double user_idle_s) {
+  std::ofstream(path.string() + ".tmp") << R"({"other_cpu":0,"user_idle_s":)" << user_idle_s
+                                         << R"(,"on_ac":true})";
+  std::filesystem::rename(path.string() + ".tmp", path);
+}
+
+// Processes whose command line holds `marker`.
+std::vector<pid_t> ProcessesWith(const std::string& marker) {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmd = ReadFile(e.path() / "cmdline");
+    // The command itself, not its launcher (whose command line holds it too).
+    if (cmd.find(marker) != std::string::npos && cmd.rfind("bwrap", 0) != 0 &&
+        cmd.find("/bwrap") == std::string::npos) {
+      out.push_back(std::stoi(name));
+    }
+  }
+  return out;
+}
+
+uint64_t CpuMicrosOf(const std::vector<pid_t>& pids) {
+  uint64_t sum = 0;
+  for (pid_t p : pids) sum += ProcessCpuMicros(p);
+  return sum;
+}
+
+// The agent's scratch directory for tasks, from its log.
+std::string ScratchOf(Process& agent) {
+  std::smatch m;
+  std::string log = agent.Output();
+  if (!std::regex_search(log, m, std::regex("scratch=(\\S+)"))) return "";
+  return m[1];
+}
+
+size_t EntriesIn(const std::string& dir) {
+  size_t n = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (!it->is_directory()) ++n;
+    else if (it->path().filename().string().rfind("claw-task-", 0) == 0) ++n;
+  }
+  return n;
+}
+
+class Contributor : public Network {
+ protected:
+  void SetUp() override {
+    Network::SetUp();
+    CLAW_REQUIRE(NeedSandbox());
+  }
+};
+
+// Defect: an exec task longer than ~30 s always failed (its lease, from a
+// fixed cost estimate, expired under it). The issue's own command.
+TEST_F(Contributor, AnExecTaskLongerThanItsFirstLeaseSucceeds) {
+  StartCoordinator({"--min-lease", "10"});
+  StartAgent();
+  std::string out;
+  Stopwatch watch;
+  int code = Claw({"submit", "--app", "exec", "--replication", "1", "-p", "timeout_s=100", "--wait",
+                   "--", "sh", "-c", "sleep 45; echo done"},
+                  &out);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("done"), std::string::npos) << out;
+  EXPECT_GE(watch.Seconds(), 45.0);
+}
+
+// Defect: pausing stopped the worker but not its command, which ran on at
+// 100% CPU; a cancelled task's scratch directory stayed for good.
+TEST_F(Contributor, PausingFreezesTheCommandAndACancelledTaskLeavesNothing) {
+  StartCoordinator({"--session-grace", "1"});
+  auto sensors = dir_ / "sensors.json";
+  WriteSensors(sensors, 3600);
+  Process& agent = StartAgent(
+      1, {"--sensors-file", sensors.string(), "--grace", "600", "--idle-minutes", "1"}, false);
+  const std::string marker = "sbx-spin-" + std::to_string(getpid());
+  std::string out;
+  ASSERT_EQ(Claw({"submit", "--app", "exec", "--replication", "1", "-p", "timeout_s=300", "--",
+                  "sh", "-c", "head -c 3000000 /dev/zero > big; while :; do :; done", marker},
+                 &out),
+            0)
+      << out;
+  std::string job = out.substr(0, out.find_first_of(" \n"));
+  ASSERT_TRUE(WaitFor([&] { return !ProcessesWith(marker).empty(); }, seconds(30)))
+      << agent.Output();
+  std::string scratch = ScratchOf(agent);
+  ASSERT_FALSE(scratch.empty()) << agent.Output();
+  ASSERT_TRUE(WaitFor([&] { return EntriesIn(scratch) > 0; }, seconds(10))) << scratch;
+
+  WriteSensors(sensors, 0);  // the owner is back
+  ASSERT_TRUE(WaitFor([&] { return agent.Output().find("-> paused") != std::string::npos; },
+                      seconds(10)))
+      << agent.Output();
+  std::this_thread::sleep_for(milliseconds(500));
+  uint64_t before = CpuMicrosOf(ProcessesWith(marker));
+  std::this_thread::sleep_for(milliseconds(1500));
+  uint64_t paused = CpuMicrosOf(ProcessesWith(marker)) - before;
+  EXPECT_LT(paused, 150'000u) << "CPU-µs the command used in 1.5 s while paused";
+
+  WriteSensors(sensors, 3600);  // gone again: it runs on
+  ASSERT_TRUE(WaitFor([&] { return agent.Output().find("-> available") != std::string::npos; },
+                      seconds(10)))
+      << agent.Output();
+  before = CpuMicrosOf(ProcessesWith(marker));
+  std::this_thread::sleep_for(milliseconds(1500));
+  EXPECT_GT(CpuMicrosOf(ProcessesWith(marker)) - before, 300'000u) << "running again";
+
+  ASSERT_EQ(Claw({"cancel", job}, &out), 0) << out;
+  EXPECT_TRUE(WaitFor([&] { return ProcessesWith(marker).empty(); }, seconds(10)))
+      << "the cancelled command still runs";
+  EXPECT_TRUE(WaitFor([&] { return EntriesIn(scratch) == 0; }, seconds(10)))
+      << "its scratch directory is still in " << scratch;
+}
+
+// Defect: an agent killed mid-task left its sandboxes' files behind (and,
+// without a cgroup, could leave processes). Restarted, it clears them.
+TEST_F(Contributor, AnAgentKilledMidTaskLeavesNothingOnceRestarted) {
+  StartCoordinator({"--session-grace", "1"});
+  Process& first = StartAgent();
+  const std::string marker = "sbx-killed-" + std::to_string(getpid());
+  std::string out;
+  ASSERT_EQ(Claw({"submit", "--app", "exec", "--replication", "1", "-p", "timeout_s=300", "--",
+                  "sh", "-c", "head -c 3000000 /dev/zero > big; sleep 300", marker},
+                 &out),
+            0)
+      << out;
+  ASSERT_TRUE(WaitFor([&] { return !ProcessesWith(marker).empty(); }, seconds(30)))
+      << first.Output();
+  std::string scratch = ScratchOf(first);
+  ASSERT_TRUE(WaitFor([&] { return EntriesIn(scratch) > 0; }, seconds(10))) << scratch;
+  std::vector<std::filesystem::path> old_tasks;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(scratch)) {
+    if (e.path().filename().string().rfind("claw-task-", 0) == 0) old_tasks.push_back(e.path());
+  }
+  ASSERT_EQ(old_tasks.size(), 1u);
+  kill(first.pid(), SIGKILL);  // the agent alone, not its workers' group
+  first.Wait();
+  // Its workers die with it (their stdin closes), and their sandboxes with them.
+  EXPECT_TRUE(WaitFor([&] { return ProcessesWith(marker).empty(); }, seconds(10)));
+  // Restarted on its state directory: the old scratch directory goes.
+  Process again({"agent", "--coordinator", target(), "--state", (dir_ / "agent0").string(),
+                 "--always", "--slots", "1"},
+                (dir_ / "again.log").string());
+  EXPECT_TRUE(WaitFor([&] { return again.Output().find("scratch=") != std::string::npos; },
+                      seconds(20)))
+      << again.Output();
+  EXPECT_EQ(ScratchOf(again), scratch) << "the same place, found again";
+  EXPECT_FALSE(std::filesystem::exists(old_tasks[0])) << "the killed task's directory";
+}
+
+}  // namespace
+}  // namespace claw::testing
