@@ -63,6 +63,9 @@ case "$(uname -s)" in
         $SUDO update-alternatives --set "$lib-$arch" "$want"
       fi
     done
+    # A cgroup per sandboxed task: where a sandbox bound /sys/fs/cgroup
+    # read-only (CI's fresh root), mounted again writable in its namespace.
+    "$(dirname "$0")/cgroups.sh"
     ;;
   Darwin)
     command -v brew >/dev/null || { echo "setup: Homebrew is required on macOS" >&2; exit 1; }
