@@ -21,6 +21,8 @@
 // Efficiency = (single-threaded time of the same tasks in one loop / 2) /
 // time through the network. The baseline is measured in the same run.
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -33,6 +35,8 @@
 #include "cli/client.h"
 #include "coordinator/server.h"
 #include "common/blobs.h"
+#include "sandbox/sandbox.h"
+#include "sandbox/task_group.h"
 #include "common/crypto.h"
 #include "core/job_spec.h"
 #include "ml/api.h"
@@ -550,6 +554,60 @@ void BenchMl() {
 
 }  // namespace claw
 
+namespace claw {
+
+// What a sandboxed command costs to start and end: `true` under bubblewrap
+// (namespaces, seccomp, the launcher's options in a descriptor) in a
+// process-tree group and in a cgroup (limits written, entered, killed and
+// waited for at the end), against a bare fork and exec of the same `true`.
+void BenchSandbox() {
+  namespace fs = std::filesystem;
+  if (!SandboxAvailable().ok()) {
+    std::printf("sandbox: not available here (%s)\n", SandboxAvailable().message().c_str());
+    return;
+  }
+  constexpr int kRuns = 200;
+  fs::path dir = fs::temp_directory_path() / ("claw-bench-sandbox-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  Stopwatch w;
+  for (int i = 0; i < kRuns; ++i) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      execl("/bin/true", "true", nullptr);
+      _exit(127);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+  }
+  double bare_ms = w.Seconds() * 1000 / kRuns;
+  auto run = [&](TaskGroup* group) {
+    Stopwatch t;
+    for (int i = 0; i < kRuns; ++i) {
+      auto r = RunSandboxed({"true"}, dir.string(), SandboxLimits{}, group);
+      if (!r.ok() || r->exit_code != 0) {
+        std::fprintf(stderr, "sandbox run failed\n");
+        std::exit(1);
+      }
+    }
+    return t.Seconds() * 1000 / kRuns;
+  };
+  auto tree = OpenTaskGroup("", getpid(), GroupMode::kNone);
+  double tree_ms = run(tree.get());
+  std::string name = "claw-bench-" + std::to_string(getpid()) + "/slot-0";
+  auto cgroup = OpenTaskGroup(name, getpid(), GroupMode::kAuto);
+  double cgroup_ms = run(cgroup.get());
+  std::printf("sandbox: bare fork+exec of true %.2f ms; sandboxed, process tree %.2f ms (%.1fx); "
+              "sandboxed, %s %.2f ms (%.1fx); %d runs each\n",
+              bare_ms, tree_ms, tree_ms / bare_ms,
+              cgroup->BindsMemory() ? "in a cgroup" : "no cgroup here", cgroup_ms,
+              cgroup_ms / bare_ms, kRuns);
+  cgroup.reset();
+  RemoveTaskGroup(name);
+  fs::remove_all(dir);
+}
+
+}  // namespace claw
+
 int main(int argc, char** argv) {
   std::string what = argc > 1 ? argv[1] : "all";
   std::printf("machine: %u hardware threads\n", std::thread::hardware_concurrency());
@@ -567,5 +625,6 @@ int main(int argc, char** argv) {
   if (what == "sweep" || what == "all") claw::BenchSweep();
   if (what == "asha" || what == "all") claw::BenchAsha();
   if (what == "infer" || what == "all") claw::BenchInfer();
+  if (what == "sandbox" || what == "all") claw::BenchSandbox();
   return 0;
 }

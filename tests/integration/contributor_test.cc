@@ -165,6 +165,7 @@ TEST_F(Contributor, AnAgentKilledMidTaskLeavesNothingOnceRestarted) {
       << again.Output();
   EXPECT_EQ(ScratchOf(again), scratch) << "the same place, found again";
   EXPECT_FALSE(std::filesystem::exists(old_tasks[0])) << "the killed task's directory";
+  again.Stop();
 }
 
 }  // namespace

@@ -95,6 +95,14 @@ class Process {
     posix_spawnattr_destroy(&attr);
   }
   ~Process() { Kill(SIGKILL); }
+  // Asks the process alone to stop (SIGTERM) and waits up to `limit`; then
+  // kills its group. Agents stopped so clean up after themselves (their
+  // tasks' scratch directories and cgroups).
+  void Stop(std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGTERM);
+    if (!Exited(limit)) Kill(SIGKILL);
+  }
   Process(const Process&) = delete;
 
   pid_t pid() const { return pid_; }
@@ -173,6 +181,7 @@ class Network : public ::testing::Test {
     http_port_ = FreePort();
   }
   void TearDown() override {
+    for (auto& a : agents_) a->Stop();
     agents_.clear();
     coordinator_.reset();
     if (!HasFailure() && !getenv("CLAW_KEEP_TEST_DIRS")) std::filesystem::remove_all(dir_);
