@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <fstream>
@@ -165,19 +166,17 @@ void Agent::TransferLoop() {
     auto keep = [this](std::string_view h) { return Pinned(h); };
     if (t.outcome) {
       TaskOutcome& o = *t.outcome;
-      std::vector<std::string> outputs = t.app->OutputBlobs(o.output);
-      for (const std::string& h : outputs) {
+      for (const std::string& h : t.app->OutputBlobs(o.output)) {
         Status st = client.Upload(h, *blobs_);
         if (!st.ok()) {
           o = TaskOutcome{o.lease_id, false, "", "uploading output " + st.message(), o.runtime_us};
           break;
         }
       }
-      // The coordinator has them now (or the task failed): they leave the
-      // cache, unless a task held here needs one as its input.
-      for (const std::string& h : outputs) {
-        if (!Pinned(h)) blobs_->Remove(h);
-      }
+      // Uploaded, its outputs may leave the cache when it is over its size
+      // (not at once: a task running now may have made the same file, and
+      // content-addressed, it is the same blob).
+      Unpin(o.lease_id);
       blobs_->Trim(options_.cache_bytes, keep);
       Post(Event{Event::Kind::kUploaded, {}, std::move(o)});
       continue;
@@ -378,16 +377,30 @@ Status Agent::Run() {
   std::snprintf(key, sizeof key, "%08x", static_cast<unsigned>(std::hash<std::string>{}(state)));
   popts.group_prefix = std::string("claw-") + key;
   popts.group_mode = options_.cgroups;
-  // Sandboxed tasks' scratch directories, in a place of this agent's own
-  // that sandbox users can pass through (the state directory is private);
-  // what an agent stopped or killed mid-task left goes now.
-  popts.scratch_root =
-      (std::filesystem::temp_directory_path() / ("claw-scratch-" + std::string(key))).string();
-  if (!RemoveTree(popts.scratch_root)) {
-    log_->warn("cannot remove old scratch directories in {}", popts.scratch_root);
+  // Sandboxed tasks' scratch directories: a fresh directory of this
+  // agent's own (mkdtemp: no one can have made it first) that sandbox users
+  // can pass through but not list (the state directory is private), named
+  // in the state directory so that the next start removes what an agent
+  // killed mid-task left there.
+  const std::string record = options_.state_dir + "/scratch-dir";
+  if (std::ifstream f(record); f) {
+    std::string old;
+    std::getline(f, old);
+    struct stat st;
+    if (!old.empty() && lstat(old.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
+        st.st_uid == geteuid() && !RemoveTree(old)) {
+      log_->warn("cannot remove old scratch directories in {}", old);
+    }
   }
-  std::filesystem::create_directories(popts.scratch_root, ec);
-  chmod(popts.scratch_root.c_str(), 0711);
+  std::string pattern =
+      (std::filesystem::temp_directory_path() / ("claw-scratch-" + std::string(key) + "-XXXXXX"))
+          .string();
+  if (!mkdtemp(pattern.data()) || chmod(pattern.c_str(), 0711) != 0) {
+    return Unavailable("cannot make a scratch directory for tasks in " +
+                       std::filesystem::temp_directory_path().string() + ": " + strerror(errno));
+  }
+  popts.scratch_root = pattern;
+  CLAW_RETURN_IF_ERROR(WriteFileAtomically(record, popts.scratch_root + "\n", 0600));
   transfer_thread_ = std::thread([this] { TransferLoop(); });
   pool_ = std::make_unique<WorkerPool>(
       popts, [this](TaskOutcome o) { Post(Event{Event::Kind::kOutcome, {}, std::move(o)}); },
@@ -526,6 +539,7 @@ void Agent::Handle(Event& e, Session& s) {
         ForgetFiles(o.lease_id);
         if (o.ok && !app->OutputBlobs(o.output).empty()) {  // upload first
           uploading_.insert(o.lease_id);
+          Pin(o.lease_id, app->OutputBlobs(o.output));  // kept until uploaded
           MutexLock lock(mu_);
           transfers_.push_back(Transfer{{}, std::move(o), app});
           transfer_cv_.notify_one();

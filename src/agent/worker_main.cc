@@ -1,6 +1,7 @@
 #include "agent/worker_main.h"
 
 #include <sys/resource.h>
+#include <sys/stat.h>
 #ifdef __linux__
 #include <sys/prctl.h>
 #endif
@@ -58,10 +59,15 @@ int RunWorker(const AppRegistry& apps, const WorkerLimits& limits, const WorkerS
     context.group = group.get();
   }
   if (!setup.scratch_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(setup.scratch_dir, ec);
-    EmptyDirectory(setup.scratch_dir);
-    context.scratch_dir = setup.scratch_dir;
+    // Its slot's directory, inside the agent's own (0711): used only if it
+    // is a real directory of this user's, never through a link.
+    mkdir(setup.scratch_dir.c_str(), 0755);
+    struct stat st;
+    if (lstat(setup.scratch_dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
+        st.st_uid == geteuid()) {
+      EmptyDirectory(setup.scratch_dir);
+      context.scratch_dir = setup.scratch_dir;
+    }
   }
   signal(SIGPIPE, SIG_IGN);
   SetSoftLimit(RLIMIT_CORE, 0);

@@ -128,7 +128,7 @@ void AddCoordinator(CLI::App& cli) {
   cmd->add_option("--min-lease", *min_lease_s,
                   "Seconds of the shortest lease; an agent renews the leases of tasks it still "
                   "runs about every 5 s, for this long each time")
-      ->check(CLI::Range(1.0, 3600.0))
+      ->check(CLI::Range(10.0, 3600.0))  // renewals come about every 5 s
       ->capture_default_str();
   auto* init = cmd->add_subcommand(
       "init", "Create the coordinator's keys in the data directory (done on first start too)");

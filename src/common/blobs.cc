@@ -251,7 +251,10 @@ Result<std::string> BlobDir::Import(const std::string& path, uint64_t max_bytes)
     return true;
   }));
   std::string hash = sha.FinishHex();
-  if (Has(hash)) return hash;
+  if (Has(hash)) {
+    Touch(hash);  // just made again: the most recently used
+    return hash;
+  }
   if (lseek(in.fd, 0, SEEK_SET) != 0) return Unavailable("cannot rewind " + path);
   auto w = Begin(hash, max_bytes);
   if (!w.ok()) return w.status();

@@ -219,10 +219,12 @@ Status SandboxAvailable() {
   }
 #endif
   static const Status probe = [] {
-    std::string dir = std::filesystem::temp_directory_path() / ("claw-probe-" + std::to_string(getpid()));
-    std::filesystem::create_directories(dir);
+    // A fresh directory of its own (mkdtemp), never one someone else made.
+    std::string pattern = (std::filesystem::temp_directory_path() / "claw-probe-XXXXXX").string();
+    if (!mkdtemp(pattern.data())) return Unavailable("cannot make a probe directory");
+    const std::string dir = pattern;
     auto r = RunSandboxed({"true"}, dir, SandboxLimits{std::chrono::seconds(10)});
-    std::filesystem::remove_all(dir);
+    RemoveTree(dir);
     if (!r.ok()) return r.status();
     if (r->exit_code != 0) {
       return FailedPrecondition(std::string(kLauncher) +
@@ -243,7 +245,7 @@ Result<SandboxResult> RunSandboxed(const std::vector<std::string>& argv,
     own_group = OpenTaskGroup("", getpid(), GroupMode::kNone);
     group = own_group.get();
   }
-  group->SetLimits(GroupLimits{limits.memory_bytes, limits.processes, limits.cpu_cores});
+  group->SetLimits(GroupLimits{limits.memory_bytes, limits.processes + 2, limits.cpu_cores});
 
   // The launcher's command line: its options travel in a descriptor (Linux).
 #ifdef __APPLE__
@@ -279,8 +281,13 @@ Result<SandboxResult> RunSandboxed(const std::vector<std::string>& argv,
   const uid_t uid = !root             ? getuid()
                     : limits.uid != 0 ? limits.uid
                                       : kSandboxUidBase + static_cast<uid_t>(getpid()) % kSandboxUids;
-  if (root) CLAW_RETURN_IF_ERROR(GiveTo(scratch_dir, uid));
-  const uint64_t nproc = ProcessesOf(uid) + limits.processes;
+  if (Status given = root ? GiveTo(scratch_dir, uid) : Status::Ok(); !given.ok()) {
+    for (int fd : data_fds) close(fd);
+    if (info_read >= 0) close(info_read);
+    return given;
+  }
+  // bubblewrap's monitor and the namespace's init are two of its processes.
+  const uint64_t nproc = ProcessesOf(uid) + limits.processes + 2;
   // The launcher's environment: nothing of the agent's (its parent's
   // environment may hold the contributor's tokens and keys).
 #ifdef __APPLE__
@@ -293,13 +300,25 @@ Result<SandboxResult> RunSandboxed(const std::vector<std::string>& argv,
   const uint64_t oom_before = group->OomKills();
   const uint64_t cpu_before = group->CpuMicros();
 
-  int out[2], err[2];
-  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) return Unavailable("pipe failed");
+  int out[2] = {-1, -1}, err[2] = {-1, -1};
   int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (devnull < 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
+    for (int fd : {devnull, out[0], out[1], err[0], err[1], info_read}) {
+      if (fd >= 0) close(fd);
+    }
+    for (int fd : data_fds) close(fd);
+    return Unavailable("cannot start a sandbox: out of descriptors");
+  }
   // rlimits are inherited across exec: set them in a child of our own
   // (fork, then exec the launcher), not in this process.
   pid_t pid = fork();
-  if (pid < 0) return Unavailable("fork failed");
+  if (pid < 0) {
+    for (int fd : {devnull, out[0], out[1], err[0], err[1], info_read}) {
+      if (fd >= 0) close(fd);
+    }
+    for (int fd : data_fds) close(fd);
+    return Unavailable("fork failed");
+  }
   if (pid == 0) {
     setpgid(0, 0);
     if (!group->EnterAfterFork()) _exit(125);
@@ -308,9 +327,15 @@ Result<SandboxResult> RunSandboxed(const std::vector<std::string>& argv,
     int moved[3 + 3];
     int sources[6] = {devnull, out[1], err[1], -1, -1, -1};
     for (size_t i = 0; i < data_fds.size(); ++i) sources[3 + i] = data_fds[i];
-    for (int i = 0; i < 6; ++i) moved[i] = sources[i] < 0 ? -1 : fcntl(sources[i], F_DUPFD_CLOEXEC, 100);
-    for (int i = 0; i < 6; ++i) {
-      if (moved[i] >= 0 && dup2(moved[i], i) != i) _exit(125);
+    // Fails closed: a descriptor that cannot be put in place ends the
+    // child (it would otherwise keep the worker's own pipes as 0 and 1).
+    const int wanted = 3 + static_cast<int>(data_fds.size());
+    for (int i = 0; i < wanted; ++i) {
+      moved[i] = sources[i] < 0 ? -1 : fcntl(sources[i], F_DUPFD_CLOEXEC, 100);
+      if (moved[i] < 0) _exit(125);
+    }
+    for (int i = 0; i < wanted; ++i) {
+      if (dup2(moved[i], i) != i) _exit(125);
     }
     CloseFrom(3 + static_cast<int>(data_fds.size()));
     // Each process alone: SIGXCPU at the allowance (the group's count
@@ -366,9 +391,16 @@ Result<SandboxResult> RunSandboxed(const std::vector<std::string>& argv,
                             " CPU-seconds (all its processes together)";
         break;
       }
-      if (limits.disk_bytes > 0 && DiskUsage(scratch_dir, limits.disk_bytes) > limits.disk_bytes) {
+      bool unreadable = false;
+      if (limits.disk_bytes > 0 &&
+          DiskUsage(scratch_dir, limits.disk_bytes, &unreadable) > limits.disk_bytes) {
         result.killed_for = "it kept more than " + std::to_string(limits.disk_bytes >> 20) +
                             " MiB in its scratch directory (disk_mb)";
+        break;
+      }
+      if (unreadable) {
+        result.killed_for = "it made a directory in its scratch directory that cannot be read, "
+                            "so the disk it uses cannot be measured";
         break;
       }
       // The launcher gone while something it left still holds the pipes.
@@ -390,7 +422,11 @@ Result<SandboxResult> RunSandboxed(const std::vector<std::string>& argv,
       }
     }
     int wait_ms = static_cast<int>(std::min<int64_t>({left_ms, 250, next_check_ms - elapsed_ms + 1}));
-    if (poll(fds, fds[2].fd >= 0 ? 3 : 2, std::max(wait_ms, 1)) < 0 && errno != EINTR) break;
+    for (auto& f : fds) f.revents = 0;
+    if (poll(fds, fds[2].fd >= 0 ? 3 : 2, std::max(wait_ms, 1)) < 0 && errno != EINTR) {
+      result.killed_for = std::string("the sandbox could not watch it (poll: ") + strerror(errno) + ")";
+      break;
+    }
     if (fds[2].fd >= 0 && (fds[2].revents & (POLLIN | POLLHUP | POLLERR))) {
       ssize_t n = read(fds[2].fd, buf, sizeof buf);
       if (n > 0) info_text.append(buf, static_cast<size_t>(n));
@@ -418,7 +454,7 @@ Result<SandboxResult> RunSandboxed(const std::vector<std::string>& argv,
   for (auto& f : fds) {
     if (f.fd >= 0) close(f.fd);
   }
-  if (!exited) waitpid(pid, &status, 0);
+  if (!exited && waitpid(pid, &status, 0) != pid) status = 0x7f00;  // "exit 127": not a success
   // Whatever it left behind (a daemon that escaped its session) goes too.
   group->KillAll();
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

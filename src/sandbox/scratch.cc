@@ -43,21 +43,21 @@ bool EmptyDirectory(const std::string& dir) {
   return ok;
 }
 
-uint64_t DiskUsage(const std::string& dir, uint64_t stop_above) {
+uint64_t DiskUsage(const std::string& dir, uint64_t stop_above, bool* unreadable) {
   uint64_t bytes = 0;
   std::set<std::pair<dev_t, ino_t>> linked;
   std::vector<fs::path> stack = {dir};
   while (!stack.empty()) {
     fs::path d = std::move(stack.back());
     stack.pop_back();
-    // A directory the task made unreadable is opened up (the agent owns
-    // it, or is root): hiding files must not hide their size.
+    // Nothing is changed here: the task may still run and swap names for
+    // links. A directory it made unreadable (to an agent not running as
+    // root) makes the count unknowable, and says so.
     std::error_code ec;
     fs::directory_iterator it(d, ec);
     if (ec) {
-      MakeWritable(d);
-      it = fs::directory_iterator(d, ec);
-      if (ec) continue;
+      if (unreadable && ec != std::errc::no_such_file_or_directory) *unreadable = true;
+      continue;
     }
     for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
       struct stat st;

@@ -2,11 +2,14 @@
 // use, and their removal on every path (a task's end, a worker killed
 // mid-task, an agent restarted).
 //
-// An agent keeps them under <state>/scratch/slot-N/<random>: a worker
-// removes its slot's leftovers when it starts (the one before it may have
-// been killed mid-task), and an agent removes the whole tree when it
-// starts. A task that made a directory it cannot enter, or files it cannot
-// delete, does not keep them: removal makes each directory writable first.
+// An agent keeps them under a directory of its own (mkdtemp, named in its
+// state directory) as slot-N/claw-task-<random>: a worker removes its slot's
+// leftovers when it starts (the one before it may have been killed
+// mid-task), and an agent removes the whole tree when it starts and stops.
+// A task that made a directory it cannot enter, or files it cannot delete,
+// does not keep them: removal makes each directory writable first. Removal
+// runs only once every process of the task is gone (it changes modes by
+// path).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +26,8 @@ bool EmptyDirectory(const std::string& dir);
 
 // Bytes of disk that the files under `dir` occupy (allocated blocks, hard
 // links counted once), stopping early once over `stop_above` (0: never).
-uint64_t DiskUsage(const std::string& dir, uint64_t stop_above = 0);
+// Never changes anything (a task may still be running in `dir`); a
+// directory it cannot read sets `*unreadable`.
+uint64_t DiskUsage(const std::string& dir, uint64_t stop_above = 0, bool* unreadable = nullptr);
 
 }  // namespace claw

@@ -475,6 +475,10 @@ void RemoveTaskGroup(const std::string& name, GroupMode mode) {
     if (m.type == "cgroup2") {
       if (!own.count("")) continue;
       own_path = own[""];
+      // As in V2Base: the agent's own leaf is not where groups are.
+      if (own_path.size() > 11 && own_path.compare(own_path.size() - 11, 11, "/claw-agent") == 0) {
+        own_path.resize(own_path.size() - 11);
+      }
     } else {
       for (const auto& o : m.options) {
         if (own.count(o)) own_path = own[o];

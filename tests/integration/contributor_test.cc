@@ -163,8 +163,9 @@ TEST_F(Contributor, AnAgentKilledMidTaskLeavesNothingOnceRestarted) {
   EXPECT_TRUE(WaitFor([&] { return again.Output().find("scratch=") != std::string::npos; },
                       seconds(20)))
       << again.Output();
-  EXPECT_EQ(ScratchOf(again), scratch) << "the same place, found again";
   EXPECT_FALSE(std::filesystem::exists(old_tasks[0])) << "the killed task's directory";
+  EXPECT_FALSE(std::filesystem::exists(scratch)) << "the killed agent's scratch directory";
+  EXPECT_NE(ScratchOf(again), scratch) << "a fresh one (mkdtemp) each start";
   again.Stop();
 }
 
