@@ -82,8 +82,8 @@ struct AgentOptions {
   size_t max_prefetch = 256;
   size_t max_batch = 256;  // most reports per message
   // The blob cache (<state_dir>/blobs) is trimmed to this, least recently
-  // used first; blobs that tasks it holds need are kept. Outputs leave it
-  // once uploaded.
+  // used first; inputs of tasks it holds and outputs not yet uploaded are
+  // kept.
   uint64_t cache_bytes = 10ULL << 30;
   // Reports wait up to this long to travel together, unless the local queue
   // is about to run dry (then they go at once, with the request for more).
