@@ -363,6 +363,7 @@ Result<SandboxResult> RunSandboxed(const std::vector<std::string>& argv,
 
   SandboxResult result;
   Stopwatch watch;
+  int64_t elapsed_ms = 0, last_ms = 0;
   pollfd fds[3] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}, {info_read, POLLIN, 0}};
   std::string* sinks[2] = {&result.stdout_text, &result.stderr_text};
   std::string info_text;
@@ -377,7 +378,12 @@ Result<SandboxResult> RunSandboxed(const std::vector<std::string>& argv,
     group->KillAll();
   };
   while (open_fds > 0) {
-    int64_t elapsed_ms = watch.Micros() / 1000;
+    // Time the task ran: a gap longer than a second between two turns of
+    // this loop (which waits at most 250 ms) is this worker and its task
+    // frozen while the owner was back, and does not count.
+    int64_t now_ms = watch.Micros() / 1000;
+    elapsed_ms += std::min<int64_t>(now_ms - last_ms, 1000);
+    last_ms = now_ms;
     int64_t left_ms = limits.wall_time.count() * 1000 - elapsed_ms;
     if (left_ms <= 0) {
       result.timed_out = true;

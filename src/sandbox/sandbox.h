@@ -51,6 +51,8 @@
 namespace claw {
 
 struct SandboxLimits {
+  // Wall-clock time it may run (time it spends frozen, paused for the
+  // owner, does not count).
   std::chrono::seconds wall_time{600};
   uint64_t cpu_seconds = 600;          // of all its processes together
   // The task's memory with its /tmp and /dev/shm (its TaskGroup, where it

@@ -131,6 +131,36 @@ TEST_F(Contributor, PausingFreezesTheCommandAndACancelledTaskLeavesNothing) {
       << "its scratch directory is still in " << scratch;
 }
 
+// The time a task spends frozen while the owner is back is not held against
+// its timeout: 4 s of work with a 6 s timeout and a 5 s pause in the middle.
+TEST_F(Contributor, PausedTimeDoesNotCountAgainstTheTimeout) {
+  StartCoordinator({"--session-grace", "1"});
+  auto sensors = dir_ / "sensors.json";
+  WriteSensors(sensors, 3600);
+  Process& agent = StartAgent(
+      1, {"--sensors-file", sensors.string(), "--grace", "600", "--idle-minutes", "1"}, false);
+  const std::string marker = "sbx-nap-" + std::to_string(getpid());
+  std::string out;
+  ASSERT_EQ(Claw({"submit", "--app", "exec", "--replication", "1", "-p", "timeout_s=6", "--",
+                  "sh", "-c", "sleep 4; echo rested", marker},
+                 &out),
+            0)
+      << out;
+  std::string job = out.substr(0, out.find_first_of(" \n"));
+  ASSERT_TRUE(WaitFor([&] { return !ProcessesWith(marker).empty(); }, seconds(30)))
+      << agent.Output();
+  std::this_thread::sleep_for(milliseconds(1000));
+  WriteSensors(sensors, 0);  // the owner is back for 5 s
+  ASSERT_TRUE(WaitFor([&] { return agent.Output().find("-> paused") != std::string::npos; },
+                      seconds(10)))
+      << agent.Output();
+  std::this_thread::sleep_for(milliseconds(5000));
+  WriteSensors(sensors, 3600);
+  Client client(target(), seconds(5));
+  v1::JobInfo end = WaitForJobEnd(client, job, seconds(60));
+  EXPECT_EQ(end.state(), "done") << end.error() << "\n" << agent.Output();
+}
+
 // Defect: an agent killed mid-task left its sandboxes' files behind (and,
 // without a cgroup, could leave processes). Restarted, it clears them.
 TEST_F(Contributor, AnAgentKilledMidTaskLeavesNothingOnceRestarted) {
