@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -121,6 +122,21 @@ std::string DirUnder(const Mount& m, const std::string& own) {
   std::string rel = own;
   if (m.root != "/" && rel.rfind(m.root, 0) == 0) rel = rel.substr(m.root.size());
   return m.point + (rel == "/" ? "" : rel);
+}
+
+// The leaf MakeV2 moves the agent's processes to, when their cgroup must
+// hold task groups below it.
+constexpr std::string_view kAgentLeaf = "claw-agent";
+
+// A cgroup v2 path of this process, as far as groups are concerned: once
+// moved to its leaf, the leaf's parent.
+std::string WithoutAgentLeaf(std::string path) {
+  const std::string suffix = "/" + std::string(kAgentLeaf);
+  if (path.size() > suffix.size() &&
+      path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    path.resize(path.size() - suffix.size());
+  }
+  return path;
 }
 
 bool Writable(const std::string& dir) { return access(dir.c_str(), W_OK) == 0; }
@@ -350,7 +366,7 @@ std::string MakeV2(const std::string& base, const std::string& name,
     std::string enable;
     for (const auto& c : wanted) enable += (enable.empty() ? "+" : " +") + c;
     if (!enable.empty() && WriteValue(dir + "/cgroup.subtree_control", enable) == EBUSY) {
-      std::string leaf = dir + "/claw-agent";
+      std::string leaf = dir + "/" + std::string(kAgentLeaf);
       mkdir(leaf.c_str(), 0755);
       for (pid_t p : Pids(dir + "/cgroup.procs")) WriteValue(leaf + "/cgroup.procs", std::to_string(p));
       WriteValue(dir + "/cgroup.subtree_control", enable);
@@ -372,13 +388,7 @@ std::string V2Base(std::string* why) {
   for (const Mount& m : CgroupMounts()) {
     if (m.type != "cgroup2") continue;
     if (!own.count("")) break;
-    // Once moved to its leaf (MakeV2), this process's cgroup is the leaf's
-    // parent as far as groups are concerned.
-    std::string path = own[""];
-    if (path.size() > 11 && path.compare(path.size() - 11, 11, "/claw-agent") == 0) {
-      path.resize(path.size() - 11);
-    }
-    std::string base = DirUnder(m, path);
+    std::string base = DirUnder(m, WithoutAgentLeaf(own[""]));
     if (!Writable(base)) {
       *why = base + " is not writable (not root, and no delegated cgroup)";
       return "";
@@ -474,11 +484,7 @@ void RemoveTaskGroup(const std::string& name, GroupMode mode) {
     std::string own_path;
     if (m.type == "cgroup2") {
       if (!own.count("")) continue;
-      own_path = own[""];
-      // As in V2Base: the agent's own leaf is not where groups are.
-      if (own_path.size() > 11 && own_path.compare(own_path.size() - 11, 11, "/claw-agent") == 0) {
-        own_path.resize(own_path.size() - 11);
-      }
+      own_path = WithoutAgentLeaf(own[""]);
     } else {
       for (const auto& o : m.options) {
         if (own.count(o)) own_path = own[o];

@@ -13,12 +13,6 @@ char ProcessState(pid_t pid) {
   return close == std::string::npos || close + 2 >= stat.size() ? '?' : stat[close + 2];
 }
 
-void WriteSensors(const std::filesystem::path& path, double user_idle_s) {
-  std::ofstream(path.string() + ".tmp") << R"({"other_cpu":0,"user_idle_s":)" << user_idle_s
-                                         << R"(,"on_ac":true})";
-  std::filesystem::rename(path.string() + ".tmp", path);
-}
-
 class AgentLife : public Network {};
 
 TEST_F(AgentLife, RestartsFromItsSavedIdentityWithoutAToken) {

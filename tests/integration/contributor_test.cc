@@ -13,12 +13,6 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-void WriteSensors(const std::filesystem::path& path, double user_idle_s) {
-  std::ofstream(path.string() + ".tmp") << R"({"other_cpu":0,"user_idle_s":)" << user_idle_s
-                                         << R"(,"on_ac":true})";
-  std::filesystem::rename(path.string() + ".tmp", path);
-}
-
 // Processes whose command line holds `marker`.
 std::vector<pid_t> ProcessesWith(const std::string& marker) {
   std::vector<pid_t> out;
@@ -67,6 +61,27 @@ class Contributor : public Network {
     Network::SetUp();
     CLAW_REQUIRE(NeedSandbox());
   }
+  // An agent that watches for its owner (idle for now) through sensors().
+  Process& StartWatchedAgent() {
+    WriteSensors(sensors(), 3600);
+    return StartAgent(
+        1, {"--sensors-file", sensors().string(), "--grace", "600", "--idle-minutes", "1"}, false);
+  }
+  // Submits `sh -c SCRIPT MARKER` (one replica) and returns the job's id,
+  // once a process with the marker runs.
+  std::string SubmitMarked(const std::string& script, const std::string& marker, int timeout_s,
+                           Process& agent) {
+    std::string out;
+    EXPECT_EQ(Claw({"submit", "--app", "exec", "--replication", "1", "-p",
+                    "timeout_s=" + std::to_string(timeout_s), "--", "sh", "-c", script, marker},
+                   &out),
+              0)
+        << out;
+    EXPECT_TRUE(WaitFor([&] { return !ProcessesWith(marker).empty(); }, seconds(30)))
+        << agent.Output();
+    return out.substr(0, out.find_first_of(" \n"));
+  }
+  std::filesystem::path sensors() const { return dir_ / "sensors.json"; }
 };
 
 // Defect: an exec task longer than ~30 s always failed (its lease, from a
@@ -88,25 +103,16 @@ TEST_F(Contributor, AnExecTaskLongerThanItsFirstLeaseSucceeds) {
 // 100% CPU; a cancelled task's scratch directory stayed for good.
 TEST_F(Contributor, PausingFreezesTheCommandAndACancelledTaskLeavesNothing) {
   StartCoordinator({"--session-grace", "1"});
-  auto sensors = dir_ / "sensors.json";
-  WriteSensors(sensors, 3600);
-  Process& agent = StartAgent(
-      1, {"--sensors-file", sensors.string(), "--grace", "600", "--idle-minutes", "1"}, false);
+  Process& agent = StartWatchedAgent();
   const std::string marker = "sbx-spin-" + std::to_string(getpid());
-  std::string out;
-  ASSERT_EQ(Claw({"submit", "--app", "exec", "--replication", "1", "-p", "timeout_s=300", "--",
-                  "sh", "-c", "head -c 3000000 /dev/zero > big; while :; do :; done", marker},
-                 &out),
-            0)
-      << out;
-  std::string job = out.substr(0, out.find_first_of(" \n"));
-  ASSERT_TRUE(WaitFor([&] { return !ProcessesWith(marker).empty(); }, seconds(30)))
-      << agent.Output();
+  std::string job =
+      SubmitMarked("head -c 3000000 /dev/zero > big; while :; do :; done", marker, 300, agent);
+  ASSERT_FALSE(HasFailure());
   std::string scratch = ScratchOf(agent);
   ASSERT_FALSE(scratch.empty()) << agent.Output();
   ASSERT_TRUE(WaitFor([&] { return EntriesIn(scratch) > 0; }, seconds(10))) << scratch;
 
-  WriteSensors(sensors, 0);  // the owner is back
+  WriteSensors(sensors(), 0);  // the owner is back
   ASSERT_TRUE(WaitFor([&] { return agent.Output().find("-> paused") != std::string::npos; },
                       seconds(10)))
       << agent.Output();
@@ -116,7 +122,7 @@ TEST_F(Contributor, PausingFreezesTheCommandAndACancelledTaskLeavesNothing) {
   uint64_t paused = CpuMicrosOf(ProcessesWith(marker)) - before;
   EXPECT_LT(paused, 150'000u) << "CPU-µs the command used in 1.5 s while paused";
 
-  WriteSensors(sensors, 3600);  // gone again: it runs on
+  WriteSensors(sensors(), 3600);  // gone again: it runs on
   ASSERT_TRUE(WaitFor([&] { return agent.Output().find("-> available") != std::string::npos; },
                       seconds(10)))
       << agent.Output();
@@ -124,6 +130,7 @@ TEST_F(Contributor, PausingFreezesTheCommandAndACancelledTaskLeavesNothing) {
   std::this_thread::sleep_for(milliseconds(1500));
   EXPECT_GT(CpuMicrosOf(ProcessesWith(marker)) - before, 300'000u) << "running again";
 
+  std::string out;
   ASSERT_EQ(Claw({"cancel", job}, &out), 0) << out;
   EXPECT_TRUE(WaitFor([&] { return ProcessesWith(marker).empty(); }, seconds(10)))
       << "the cancelled command still runs";
@@ -135,27 +142,17 @@ TEST_F(Contributor, PausingFreezesTheCommandAndACancelledTaskLeavesNothing) {
 // its timeout: 4 s of work with a 6 s timeout and a 5 s pause in the middle.
 TEST_F(Contributor, PausedTimeDoesNotCountAgainstTheTimeout) {
   StartCoordinator({"--session-grace", "1"});
-  auto sensors = dir_ / "sensors.json";
-  WriteSensors(sensors, 3600);
-  Process& agent = StartAgent(
-      1, {"--sensors-file", sensors.string(), "--grace", "600", "--idle-minutes", "1"}, false);
+  Process& agent = StartWatchedAgent();
   const std::string marker = "sbx-nap-" + std::to_string(getpid());
-  std::string out;
-  ASSERT_EQ(Claw({"submit", "--app", "exec", "--replication", "1", "-p", "timeout_s=6", "--",
-                  "sh", "-c", "sleep 4; echo rested", marker},
-                 &out),
-            0)
-      << out;
-  std::string job = out.substr(0, out.find_first_of(" \n"));
-  ASSERT_TRUE(WaitFor([&] { return !ProcessesWith(marker).empty(); }, seconds(30)))
-      << agent.Output();
+  std::string job = SubmitMarked("sleep 4; echo rested", marker, 6, agent);
+  ASSERT_FALSE(HasFailure());
   std::this_thread::sleep_for(milliseconds(1000));
-  WriteSensors(sensors, 0);  // the owner is back for 5 s
+  WriteSensors(sensors(), 0);  // the owner is back for 5 s
   ASSERT_TRUE(WaitFor([&] { return agent.Output().find("-> paused") != std::string::npos; },
                       seconds(10)))
       << agent.Output();
   std::this_thread::sleep_for(milliseconds(5000));
-  WriteSensors(sensors, 3600);
+  WriteSensors(sensors(), 3600);
   Client client(target(), seconds(5));
   v1::JobInfo end = WaitForJobEnd(client, job, seconds(60));
   EXPECT_EQ(end.state(), "done") << end.error() << "\n" << agent.Output();

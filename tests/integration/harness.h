@@ -164,6 +164,14 @@ inline std::vector<pid_t> WorkersOf(pid_t parent) {
   return kids;
 }
 
+// Availability sensors for an agent started with --sensors-file: the user
+// idle for `user_idle_s` seconds, nothing else busy, on mains power.
+inline void WriteSensors(const std::filesystem::path& path, double user_idle_s) {
+  std::ofstream(path.string() + ".tmp") << R"({"other_cpu":0,"user_idle_s":)" << user_idle_s
+                                         << R"(,"on_ac":true})";
+  std::filesystem::rename(path.string() + ".tmp", path);
+}
+
 // A scratch directory per test, and a coordinator plus agents on it.
 class Network : public ::testing::Test {
  protected:

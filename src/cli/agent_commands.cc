@@ -1,0 +1,211 @@
+// `claw agent`: a device's agent, its flags and --config file, --detach and
+// `claw agent stop`; and `claw __worker`, the worker process agents start.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "agent/agent.h"
+#include "agent/worker_main.h"
+#include "apps/registry.h"
+#include "cli/command_parts.h"
+#include "cli/detach.h"
+#include "common/files.h"
+#include "coordinator/certificates.h"
+
+namespace claw {
+namespace {
+
+// ---- agent ----------------------------------------------------------------------------
+
+// Reads an agent's --config file: the same settings as the flags, by the
+// names the README gives. An unknown key or a wrong type is refused, named.
+Status ApplyAgentConfig(const std::string& path, AgentOptions* opts, double* idle_min,
+                        bool* allow_battery, double* grace_s) {
+  std::ifstream f(path);
+  if (!f) return NotFound("cannot read --config " + path);
+  auto j = nlohmann::json::parse(f, nullptr, false);
+  if (!j.is_object()) return InvalidArgument(path + ": not a JSON object");
+  static const char* kKeys[] = {"max_other_cpu", "idle_minutes", "allow_battery",
+                                "grace_s",       "slots",        "always"};
+  for (const auto& [key, value] : j.items()) {
+    if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) {
+      std::string known;
+      for (const char* k : kKeys) known += (known.empty() ? "" : ", ") + std::string(k);
+      return InvalidArgument(path + ": unknown key '" + key + "' (known: " + known + ")");
+    }
+  }
+  try {
+    opts->availability.max_other_cpu = j.value("max_other_cpu", opts->availability.max_other_cpu);
+    *idle_min = j.value("idle_minutes", *idle_min);
+    *allow_battery = j.value("allow_battery", *allow_battery);
+    *grace_s = j.value("grace_s", *grace_s);
+    opts->slots = j.value("slots", opts->slots);
+    opts->availability.always = j.value("always", opts->availability.always);
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidArgument(path + ": a field has the wrong type (" + e.what() + ")");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void AddAgent(CLI::App& cli) {
+  auto* cmd = cli.add_subcommand("agent", "Run an agent that does work while the device is idle");
+  auto opts = std::make_shared<AgentOptions>();
+  auto token_file = std::make_shared<std::string>();
+  auto config = std::make_shared<std::string>();
+  auto memory_mb = std::make_shared<uint64_t>(0);
+  auto idle_min = std::make_shared<double>(5);
+  auto grace_s = std::make_shared<double>(30);
+  auto allow_battery = std::make_shared<bool>(false);
+  opts->coordinator = DefaultCoordinator();
+  cmd->add_option("--coordinator,-c", opts->coordinator,
+                  "Coordinator host:port (env CLAW_COORDINATOR)")
+      ->capture_default_str();
+  cmd->add_option("--state", opts->state_dir, "State directory (identity key)")->capture_default_str();
+  auto token = std::make_shared<std::string>();
+  cmd->add_option("--token", *token, "One-time enrollment token (first start)");
+  cmd->add_option("--token-file", *token_file,
+                  "Enroll with the first token in FILE (one a line) that is not yet used; "
+                  "agents started together on one file each get their own");
+  auto ca_file = std::make_shared<std::string>();
+  if (const char* env = std::getenv("CLAW_CA")) *ca_file = env;
+  cmd->add_option("--ca", *ca_file,
+                  "The coordinator's CA certificate (its <data>/ca.pem) to pin (env CLAW_CA); "
+                  "without it, plaintext for a coordinator run with --insecure-local");
+  cmd->add_option("--config", *config, "JSON file with availability thresholds and slots");
+  cmd->add_option("--slots", opts->slots, "Worker processes (0: one per core)")->capture_default_str();
+  cmd->add_flag("--always", opts->availability.always, "Dedicated machine: ignore idle checks");
+  cmd->add_option("--max-other-cpu", opts->availability.max_other_cpu,
+                  "Pause when others use more than this share of the CPU")->capture_default_str();
+  cmd->add_option("--idle-minutes", *idle_min, "Minutes the user must be idle")->capture_default_str();
+  cmd->add_flag("--allow-battery", *allow_battery, "Also work on battery power");
+  cmd->add_option("--grace", *grace_s, "Seconds paused before handing tasks back")->capture_default_str();
+  cmd->add_option("--memory-mb", *memory_mb,
+                  "Most memory any one task may use, whatever its job asks (0: the job's)");
+  cmd->add_option("--cpu-seconds", opts->limits.cpu_seconds,
+                  "Most CPU time any one task may use, whatever its job asks")
+      ->capture_default_str();
+  auto disk_mb = std::make_shared<uint64_t>(0);
+  cmd->add_option("--disk-mb", *disk_mb,
+                  "Most disk any one sandboxed task may fill, whatever its job asks (0: the job's)");
+  auto cache_mb = std::make_shared<uint64_t>(opts->cache_bytes >> 20);
+  cmd->add_option("--cache-mb", *cache_mb,
+                  "Most disk the cache of input files (STATE/blobs) may take; least recently "
+                  "used go first")
+      ->capture_default_str();
+  cmd->add_option("--cgroups", opts->cgroups,
+                  "How sandboxed tasks are held: auto, v2, v1 or none (then per-process limits only)")
+      ->check(CLI::IsMember({"auto", "v2", "v1", "none"}))
+      ->capture_default_str();
+  auto sensors_file = std::make_shared<std::string>();
+  cmd->add_option("--sensors-file", *sensors_file,
+                  "Read availability sensors from a JSON file (rehearsal, tests)")
+      ->group("");  // hidden
+  auto detach = std::make_shared<bool>(false);
+  cmd->add_flag("--detach", *detach,
+                "Run in the background: return once enrolled and working (log in "
+                "STATE/agent.log; `claw agent stop --state STATE` ends it)");
+  auto* stop = cmd->add_subcommand("stop", "Stop the agent running on --state");
+  stop->add_option("--state", opts->state_dir, "State directory")->capture_default_str();
+  stop->fallthrough();
+  stop->callback([opts] {
+    Status st = StopService(opts->state_dir + "/agent.json", "the agent", std::chrono::seconds(60));
+    if (!st.ok()) throw CLI::RuntimeError(Fail(st));
+    std::printf("agent on %s stopped\n", opts->state_dir.c_str());
+  });
+  cmd->fallthrough();
+  cmd->callback([=] {
+    if (stop->parsed()) return;
+    if (!config->empty()) {
+      Status st = ApplyAgentConfig(*config, opts.get(), idle_min.get(), allow_battery.get(),
+                                   grace_s.get());
+      if (!st.ok()) throw CLI::RuntimeError(Fail(st));
+    }
+    if (!token->empty()) opts->tokens.push_back(*token);
+    if (!token_file->empty()) {
+      std::ifstream f(*token_file);
+      if (!f) throw CLI::RuntimeError(Fail(NotFound("cannot read --token-file " + *token_file)));
+      for (std::string line; std::getline(f, line);) {
+        if (!line.empty()) opts->tokens.push_back(line);
+      }
+    }
+    opts->availability.min_user_idle = Duration(static_cast<int64_t>(*idle_min * 60e6));
+    opts->availability.grace = Duration(static_cast<int64_t>(*grace_s * 1e6));
+    opts->availability.require_ac = !*allow_battery;
+    opts->limits.memory_bytes = *memory_mb << 20;
+    opts->limits.disk_bytes = *disk_mb << 20;
+    opts->cache_bytes = *cache_mb << 20;
+    if (!ca_file->empty()) {
+      auto pem = ReadPemFile(*ca_file);
+      if (!pem.ok()) throw CLI::RuntimeError(Fail(pem.status()));
+      opts->ca_pem = *pem;
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(opts->state_dir, ec);
+    DetachedChild child;
+    if (*detach) {
+      auto c = Detach(opts->state_dir + "/agent.log", std::chrono::seconds(120));
+      if (!c.ok()) throw CLI::RuntimeError(Fail(c.status()));
+      child = std::move(c).value();
+    }
+    // While it runs, STATE/agent.json names its pid (for `claw agent stop`).
+    const std::string info = opts->state_dir + "/agent.json";
+    opts->on_running = [&child, info, state = opts->state_dir](const std::string& summary) {
+      (void)WriteFileAtomically(info, nlohmann::json{{"pid", getpid()}}.dump() + "\n", 0644);
+      std::printf("%s\n", summary.c_str());
+      std::fflush(stdout);
+      child.Ready(summary + "\n  (pid " + std::to_string(getpid()) + ", log " + state +
+                  "/agent.log)");
+    };
+    InstallSignalHandlers();
+    auto sensors = sensors_file->empty() ? NewSystemSensors()
+                                         : std::make_unique<FileSensors>(*sensors_file);
+    Agent agent(*opts, SystemClock::Get(), std::move(sensors), MakeLogger("agent"));
+    std::thread watcher([&agent] {
+      while (!g_interrupted) usleep(100'000);
+      agent.Stop();
+    });
+    Status st = agent.Run();
+    g_interrupted = true;
+    watcher.join();
+    std::filesystem::remove(info, ec);
+    if (!st.ok()) {
+      int code = Fail(st);
+      child.Failed(code, st.ToString());
+      throw CLI::RuntimeError(code);
+    }
+  });
+}
+
+void AddWorker(CLI::App& cli) {
+  auto* cmd = cli.add_subcommand("__worker", "");
+  cmd->group("");  // hidden: started by agents
+  auto limits = std::make_shared<WorkerLimits>();
+  auto setup = std::make_shared<WorkerSetup>();
+  auto slot = std::make_shared<int>(0);
+  cmd->add_option("--memory-bytes", limits->memory_bytes);
+  cmd->add_option("--cpu-seconds", limits->cpu_seconds);
+  cmd->add_option("--disk-bytes", limits->disk_bytes);
+  cmd->add_option("--slot", *slot);
+  cmd->add_option("--sandbox-uid", setup->sandbox_uid);
+  cmd->add_option("--blob-dir", setup->blob_dir);
+  cmd->add_option("--group", setup->group);
+  cmd->add_option("--cgroups", setup->group_mode);
+  cmd->add_option("--scratch", setup->scratch_dir);
+  // CLI11 writes each option's value through the reference given above
+  // during parse(): the callback holds every one of them (a freed --slot
+  // once overwrote the blob dir's path).
+  cmd->callback([limits, slot, setup] {
+    AppRegistry apps = BuiltinApps();
+    int rc = RunWorker(apps, *limits, *setup);
+    std::exit(rc);
+  });
+}
+
+}  // namespace claw
