@@ -730,6 +730,7 @@ bool Agent::Flush(Session& s) {
     // longer than its lease keeps it by these.
     if (now - last_renewal_ >= heartbeat_) {
       for (uint64_t l : pool_->HeldLeases()) m.add_running(l);
+      for (uint64_t l : pool_->RunningLeases()) m.add_started(l);
       for (uint64_t l : staging_) m.add_running(l);
       for (uint64_t l : uploading_) m.add_running(l);
       last_renewal_ = now;

@@ -326,6 +326,18 @@ std::vector<uint64_t> WorkerPool::HeldLeases() const {
   return {held_.begin(), held_.end()};
 }
 
+std::vector<uint64_t> WorkerPool::RunningLeases() const {
+  MutexLock lock(mu_);
+  std::vector<uint64_t> running;
+  for (const auto& w : workers_) {
+    // A worker runs its batch in order: the first unfinished task is the one.
+    if (w->pid > 0 && w->finished < w->batch.size() && held_.count(w->batch[w->finished])) {
+      running.push_back(w->batch[w->finished]);
+    }
+  }
+  return running;
+}
+
 size_t WorkerPool::held() const {
   MutexLock lock(mu_);
   return held_.size();

@@ -81,6 +81,8 @@ class WorkerPool {
 
   // Leases the pool holds (queued or running).
   std::vector<uint64_t> HeldLeases() const;
+  // Of those, the leases a worker runs now.
+  std::vector<uint64_t> RunningLeases() const;
   size_t held() const;
   std::vector<pid_t> WorkerPids() const;
   // The workers and every process they started (sandboxes included).

@@ -380,7 +380,8 @@ void Coordinator::OnAgentMessage(SessionSink* sink, v1::AgentMessage& msg) {
     acks.push_back(l);
   }
   if (msg.running_size() > 0) {
-    sched_.RenewLeases(agent, {msg.running().begin(), msg.running().end()}, now);
+    sched_.RenewLeases(agent, {msg.running().begin(), msg.running().end()},
+                       {msg.started().begin(), msg.started().end()}, now);
   }
   if (msg.withdraw()) sched_.WithdrawDemand(agent);
   if (msg.want() > 0) sched_.AddDemand(agent, msg.want());

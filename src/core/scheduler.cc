@@ -590,7 +590,14 @@ void Scheduler::FailTask(Job& job, uint32_t index, const std::string& reason, Ti
 }
 
 size_t Scheduler::RenewLeases(const AgentId& agent_id, const std::vector<LeaseId>& running,
-                              Time now) {
+                              const std::vector<LeaseId>& started, Time now) {
+  for (LeaseId id : started) {
+    auto it = leases_.find(id);
+    if (it == leases_.end() || it->second.agent->id != agent_id || it->second.started) continue;
+    Lease& l = it->second;
+    l.started = true;
+    l.last_deadline = std::max(l.last_deadline, now + l.job->spec.task_timeout);
+  }
   size_t renewed = 0;
   for (LeaseId id : running) {
     auto it = leases_.find(id);

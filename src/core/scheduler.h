@@ -58,7 +58,7 @@ struct SchedulerOptions {
   // Lease length = max(min_lease, slack * task cost / device FLOPS, the
   // task's own time limit (App::TaskSeconds)), capped by the job's
   // task_timeout. A running task's agent renews it (RenewLeases) up to that
-  // cap.
+  // cap, counted from the task's start once the agent has reported it.
   double lease_slack = 4.0;
   // How long the leases of an agent whose session dropped are kept for it to
   // reconnect and claim them before they are re-issued to others.
@@ -254,12 +254,14 @@ class Scheduler {
                                            Time now);
   // A task failed on the agent. Returns false if the lease was not the agent's.
   bool TaskFailed(const AgentId& agent, LeaseId lease, const std::string& reason, Time now);
-  // The agent's session says it still runs these tasks: their leases last
+  // The agent's session says it still holds these tasks: their leases last
   // another min_lease from now, but never past the job's task_timeout from
-  // their grant. Leases not the agent's are ignored. Returns how many were
-  // extended. (Renewals are not stored; Restore gives every lease time for
-  // its agent to come back and renew it.)
-  size_t RenewLeases(const AgentId& agent, const std::vector<LeaseId>& running, Time now);
+  // their grant or, for those also in `started` (a worker runs them now),
+  // from the first time they were reported started. Leases not the agent's
+  // are ignored. Returns how many were extended. (Renewals are not stored;
+  // Restore gives every lease time for its agent to come back and renew it.)
+  size_t RenewLeases(const AgentId& agent, const std::vector<LeaseId>& running,
+                     const std::vector<LeaseId>& started, Time now);
   // The agent hands a lease back unrun; no attempt is counted.
   bool LeaseReturned(const AgentId& agent, LeaseId lease, Time now);
 

@@ -61,6 +61,7 @@ struct Scheduler::Lease {
   Time last_deadline;   // renewals never take `deadline` past this (the job's task_timeout)
   double estimate = 0;  // the task's run time on its agent by its cost and the agent's FLOPS
   double seconds = 0;   // the same, corrected by what the app's tasks really took
+  bool started = false;  // its agent has said a worker runs it (last_deadline counts from then)
 };
 
 struct Scheduler::Agent {

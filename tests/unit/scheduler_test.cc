@@ -298,8 +298,8 @@ TEST_F(SchedulerTest, RunningTasksKeepTheirLeasesByRenewalUpToTheTaskTimeout) {
   // Every 5 s for 50 s, a1 says it runs the first; a2 claims the second.
   for (int i = 0; i < 10; ++i) {
     clock_.Advance(seconds(5));
-    EXPECT_EQ(sched_.RenewLeases("a1", {a[0].lease}, clock_.Now()), 1u);
-    EXPECT_EQ(sched_.RenewLeases("a2", {a[1].lease}, clock_.Now()), 0u) << "not a2's lease";
+    EXPECT_EQ(sched_.RenewLeases("a1", {a[0].lease}, {a[0].lease}, clock_.Now()), 1u);
+    EXPECT_EQ(sched_.RenewLeases("a2", {a[1].lease}, {a[1].lease}, clock_.Now()), 0u) << "not a2's lease";
     sched_.Tick(clock_.Now());
   }
   EXPECT_EQ(sched_.active_leases(), 1u) << "the unrenewed lease expired after 10 s";
@@ -315,11 +315,48 @@ TEST_F(SchedulerTest, RunningTasksKeepTheirLeasesByRenewalUpToTheTaskTimeout) {
   ASSERT_EQ(b.size(), 1u);
   for (int i = 0; i < 8; ++i) {
     clock_.Advance(seconds(5));
-    sched_.RenewLeases("a1", {b[0].lease}, clock_.Now());
+    sched_.RenewLeases("a1", {b[0].lease}, {}, clock_.Now());
     sched_.Tick(clock_.Now());
   }
   EXPECT_EQ(Report("a1", b[0]), ResultOutcome::kStale) << "past 30 s, renewed or not";
   EXPECT_EQ(sched_.GetJob("j2")->record.state, JobState::kFailed);
+}
+
+TEST_F(SchedulerTest, TheTaskTimeoutCountsFromATasksStartNotFromItsTimeQueued) {
+  auto p = ParseAndPlanJob(R"({"app":"echo","tasks":2,"max_attempts":1,"task_timeout_s":30})", apps_);
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(sched_.AddJob("j1", "alice", std::move(p).value(), clock_.Now()).ok());
+  sched_.AgentConnected("a1", 1e9, {}, clock_.Now());
+  sched_.AddDemand("a1", 2);
+  auto a = DispatchTo("a1");
+  ASSERT_EQ(a.size(), 2u);
+  // One slot: the first runs for 20 s while the second waits behind it,
+  // then the second runs for 30 s. Both are renewed every 5 s.
+  for (int i = 0; i < 10; ++i) {
+    clock_.Advance(seconds(5));
+    std::vector<LeaseId> held = {a[1].lease};
+    std::vector<LeaseId> started = {i < 4 ? a[0].lease : a[1].lease};
+    if (i < 4) held.push_back(a[0].lease);
+    sched_.RenewLeases("a1", held, started, clock_.Now());
+    sched_.Tick(clock_.Now());
+    if (i == 3) {
+      EXPECT_EQ(Report("a1", a[0]), ResultOutcome::kAccepted);
+    }
+  }
+  EXPECT_EQ(Report("a1", a[1]), ResultOutcome::kAccepted)
+      << "50 s after its grant, 25 s after its start was reported, under a 30 s task_timeout";
+  // Reporting a start again does not move the cap on.
+  auto q = ParseAndPlanJob(R"({"app":"echo","tasks":1,"max_attempts":1,"task_timeout_s":30})", apps_);
+  ASSERT_TRUE(sched_.AddJob("j2", "alice", std::move(q).value(), clock_.Now()).ok());
+  sched_.AddDemand("a1", 1);
+  auto b = DispatchTo("a1");
+  ASSERT_EQ(b.size(), 1u);
+  for (int i = 0; i < 8; ++i) {
+    clock_.Advance(seconds(5));
+    sched_.RenewLeases("a1", {b[0].lease}, {b[0].lease}, clock_.Now());
+    sched_.Tick(clock_.Now());
+  }
+  EXPECT_EQ(Report("a1", b[0]), ResultOutcome::kStale) << "past 30 s from its start";
 }
 
 TEST_F(SchedulerTest, LostSessionKeepsLeasesForGraceThenReissues) {
@@ -539,7 +576,9 @@ void SimulateChurn(const SimulationSetup& setup) {
                 overhead, unchecked, revoked);
     EXPECT_LT(overhead, static_cast<double>(setup.replication));
     EXPECT_GT(unchecked, 0);
-    if (setup.turncoat_every > 0) EXPECT_GT(revoked, 0);
+    if (setup.turncoat_every > 0) {
+      EXPECT_GT(revoked, 0);
+    }
   }
   EXPECT_EQ(done, kJobs);
   EXPECT_EQ(accepted.size(), static_cast<size_t>(kJobs * kTasksPerJob));
