@@ -361,6 +361,9 @@ Result<SandboxResult> RunSandboxed(const std::vector<std::string>& argv,
   close(devnull);
   for (int fd : data_fds) close(fd);  // the info pipe's write end among them
 
+  // Files removed while still open count too: by their filesystem.
+  struct stat scratch_st{};
+  dev_t scratch_dev = stat(scratch_dir.c_str(), &scratch_st) == 0 ? scratch_st.st_dev : 0;
   SandboxResult result;
   Stopwatch watch;
   int64_t elapsed_ms = 0, last_ms = 0;
@@ -399,7 +402,9 @@ Result<SandboxResult> RunSandboxed(const std::vector<std::string>& argv,
       }
       bool unreadable = false;
       if (limits.disk_bytes > 0 &&
-          DiskUsage(scratch_dir, limits.disk_bytes, &unreadable) > limits.disk_bytes) {
+          DiskUsage(scratch_dir, limits.disk_bytes, &unreadable) +
+                  HeldDeletedBytes(group->Processes(), scratch_dev) >
+              limits.disk_bytes) {
         result.killed_for = "it kept more than " + std::to_string(limits.disk_bytes >> 20) +
                             " MiB in its scratch directory (disk_mb)";
         break;

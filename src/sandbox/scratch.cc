@@ -2,10 +2,16 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <set>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -72,6 +78,59 @@ uint64_t DiskUsage(const std::string& dir, uint64_t stop_above, bool* unreadable
     }
   }
   return bytes;
+}
+
+uint64_t HeldDeletedBytes(const std::vector<pid_t>& pids, dev_t dev) {
+#ifdef __linux__
+  std::map<ino_t, uint64_t> files;  // inode -> bytes
+  auto count = [&files](ino_t ino, uint64_t bytes) {
+    uint64_t& b = files[ino];
+    b = std::max(b, bytes);
+  };
+  constexpr std::string_view kDeleted = " (deleted)";
+  for (pid_t pid : pids) {
+    const std::string proc = "/proc/" + std::to_string(pid);
+    std::error_code ec;
+    for (fs::directory_iterator it(proc + "/fd", ec); !ec && it != fs::directory_iterator();
+         it.increment(ec)) {
+      std::error_code lec;
+      fs::path target = fs::read_symlink(it->path(), lec);
+      const std::string& t = target.native();
+      if (lec || t.size() < kDeleted.size() ||
+          t.compare(t.size() - kDeleted.size(), kDeleted.size(), kDeleted) != 0) {
+        continue;
+      }
+      struct stat st;
+      if (stat(it->path().c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 0 &&
+          st.st_dev == dev) {
+        count(st.st_ino, static_cast<uint64_t>(st.st_blocks) * 512);
+      }
+    }
+    // Mapped, with every descriptor closed: "start-end perms offset maj:min inode path".
+    std::ifstream maps(proc + "/maps");
+    for (std::string line; std::getline(maps, line);) {
+      if (line.size() < kDeleted.size() ||
+          line.compare(line.size() - kDeleted.size(), kDeleted.size(), kDeleted) != 0) {
+        continue;
+      }
+      unsigned long long start = 0, end = 0, offset = 0, inode = 0;
+      unsigned maj = 0, min = 0;
+      if (std::sscanf(line.c_str(), "%llx-%llx %*s %llx %x:%x %llu", &start, &end, &offset, &maj,
+                      &min, &inode) != 6 ||
+          inode == 0 || makedev(maj, min) != dev || end < start) {
+        continue;
+      }
+      count(static_cast<ino_t>(inode), offset + (end - start));
+    }
+  }
+  uint64_t bytes = 0;
+  for (const auto& [ino, b] : files) bytes += b;
+  return bytes;
+#else
+  (void)pids;
+  (void)dev;
+  return 0;
+#endif
 }
 
 }  // namespace claw

@@ -12,8 +12,11 @@
 // path).
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace claw {
 
@@ -29,5 +32,11 @@ bool EmptyDirectory(const std::string& dir);
 // Never changes anything (a task may still be running in `dir`); a
 // directory it cannot read sets `*unreadable`.
 uint64_t DiskUsage(const std::string& dir, uint64_t stop_above = 0, bool* unreadable = nullptr);
+
+// Bytes of files on the filesystem `dev` that the processes `pids` keep
+// open or mapped after their last name was removed: disk that DiskUsage
+// cannot see by names. Each file counted once, by its allocated blocks
+// (open) or its mapped extent (mapped only). Linux (from /proc); 0 elsewhere.
+uint64_t HeldDeletedBytes(const std::vector<pid_t>& pids, dev_t dev);
 
 }  // namespace claw

@@ -120,7 +120,12 @@ std::map<std::string, std::string> OwnCgroups() {
 // The directory of `own` (this process's cgroup path) under mount `m`.
 std::string DirUnder(const Mount& m, const std::string& own) {
   std::string rel = own;
-  if (m.root != "/" && rel.rfind(m.root, 0) == 0) rel = rel.substr(m.root.size());
+  // `own` below the mount's root ("/a/b" under "/a", not "/ab"): the rest.
+  if (m.root != "/" && rel.rfind(m.root, 0) == 0 &&
+      (rel.size() == m.root.size() || rel[m.root.size()] == '/')) {
+    rel = rel.substr(m.root.size());
+    if (rel.empty()) rel = "/";
+  }
   return m.point + (rel == "/" ? "" : rel);
 }
 
@@ -170,6 +175,7 @@ class ProcessTreeGroup final : public TaskGroup {
       std::this_thread::sleep_for(milliseconds(10));
     }
   }
+  std::vector<pid_t> Processes() override { return Descendants({root_}); }
   uint64_t CpuMicros() override {
     uint64_t sum = 0;
     for (pid_t p : Descendants({root_})) sum += ProcessCpuMicros(p);
@@ -203,7 +209,9 @@ class V1Group final : public TaskGroup {
   std::string Describe() const override {
     std::string names;
     for (const auto& [c, d] : dirs_) names += (names.empty() ? "" : ", ") + c;
-    return "cgroup v1 (" + names + ") at " + dirs_.at("memory");
+    std::string d = "cgroup v1 (" + names + ") at " + dirs_.at("memory");
+    if (!dirs_.count("cpuacct")) d += "; CPU time counted for live processes only (no cpuacct)";
+    return d;
   }
   bool BindsMemory() const override { return true; }
   bool BindsProcesses() const override { return true; }
@@ -245,10 +253,17 @@ class V1Group final : public TaskGroup {
       std::this_thread::sleep_for(milliseconds(5));
     }
   }
+  std::vector<pid_t> Processes() override { return Pids(dirs_.at("freezer") + "/cgroup.procs"); }
   uint64_t CpuMicros() override {
     auto it = dirs_.find("cpuacct");
-    if (it == dirs_.end()) return 0;
-    return std::strtoull(ReadValue(it->second + "/cpuacct.usage").c_str(), nullptr, 10) / 1000;
+    if (it != dirs_.end()) {
+      return std::strtoull(ReadValue(it->second + "/cpuacct.usage").c_str(), nullptr, 10) / 1000;
+    }
+    // Without cpuacct: the processes alive now (what the dead used is lost;
+    // each process's RLIMIT_CPU still holds).
+    uint64_t sum = 0;
+    for (pid_t p : Processes()) sum += ProcessCpuMicros(p);
+    return sum;
   }
   uint64_t OomKills() override {
     return KeyedValue(dirs_.at("memory") + "/memory.oom_control", "oom_kill");
@@ -323,6 +338,7 @@ class V2Group final : public TaskGroup {
       std::this_thread::sleep_for(milliseconds(5));
     }
   }
+  std::vector<pid_t> Processes() override { return Pids(dir_ + "/cgroup.procs"); }
   uint64_t CpuMicros() override { return KeyedValue(dir_ + "/cpu.stat", "usage_usec"); }
   uint64_t OomKills() override {
     return Has("memory") ? KeyedValue(dir_ + "/memory.events", "oom_kill") : 0;

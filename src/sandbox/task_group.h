@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace claw {
 
@@ -59,6 +60,8 @@ class TaskGroup {
   // Kills every process in the group and waits until none is left, up to
   // `wait`; false if some remain.
   virtual bool KillAll(std::chrono::milliseconds wait = std::chrono::seconds(5)) = 0;
+  // The processes in the group now.
+  virtual std::vector<pid_t> Processes() = 0;
   // CPU time used by the group's processes since it was opened (dead ones
   // included where the kind keeps count), in microseconds.
   virtual uint64_t CpuMicros() = 0;

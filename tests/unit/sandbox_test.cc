@@ -4,6 +4,7 @@
 #include "sandbox/sandbox.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -190,6 +191,47 @@ TEST_F(Hostile, TheScratchDirectoryHasAQuota) {
       << r.stdout_text << r.stderr_text;
   EXPECT_EQ(r.stdout_text.find("wrote all"), std::string::npos);
   EXPECT_LT(DiskUsage(dir_.string()), 40u << 20);
+}
+
+// A file removed while still open has no name to count by: it counts by
+// the descriptor that holds it, in every kind of group.
+TEST_F(Hostile, FilesRemovedButHeldOpenCountAgainstTheQuota) {
+  for (GroupMode mode : {GroupMode::kAuto, GroupMode::kNone}) {
+    SandboxLimits limits;
+    limits.disk_bytes = 20 << 20;
+    limits.wall_time = seconds(60);
+    auto r = Run("exec 3>hidden; rm hidden; i=0; while [ $i -lt 40 ]; do "
+                 "head -c 2000000 /dev/zero >&3; i=$((i+1)); sleep 0.05; done; echo wrote all",
+                 limits, Group(mode));
+    EXPECT_NE(r.killed_for.find("MiB in its scratch directory"), std::string::npos)
+        << group_->Describe() << "\n" << r.stdout_text << r.stderr_text;
+    EXPECT_EQ(r.stdout_text.find("wrote all"), std::string::npos);
+    group_.reset();
+  }
+}
+
+// Mapped with every descriptor closed: counted by its mapped extent.
+TEST(HeldDeletedBytes, CountsFilesMappedAfterTheirNameAndDescriptorAreGone) {
+  std::string dir = std::filesystem::temp_directory_path() / ("claw-held-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  struct stat st;
+  ASSERT_EQ(stat(dir.c_str(), &st), 0);
+  std::string path = dir + "/mapped";
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+  ASSERT_GE(fd, 0);
+  constexpr size_t kSize = 8 << 20;
+  ASSERT_EQ(ftruncate(fd, kSize), 0);
+  void* map = mmap(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  EXPECT_EQ(HeldDeletedBytes({getpid()}, st.st_dev), 0u) << "it still has its name";
+  unlink(path.c_str());
+  EXPECT_EQ(HeldDeletedBytes({getpid()}, st.st_dev), kSize) << "open and mapped: once";
+  close(fd);
+  EXPECT_EQ(HeldDeletedBytes({getpid()}, st.st_dev), kSize);
+  EXPECT_EQ(HeldDeletedBytes({getpid()}, st.st_dev + 1), 0u) << "another filesystem's";
+  munmap(map, kSize);
+  EXPECT_EQ(HeldDeletedBytes({getpid()}, st.st_dev), 0u);
+  RemoveTree(dir);
 }
 
 // Defect: pausing stopped the worker, not the command, which ran on at
