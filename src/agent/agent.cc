@@ -246,6 +246,7 @@ v1::DeviceReport Agent::Device() const {
   d.set_flops(flops_);
   d.set_slots(static_cast<uint32_t>(slots_));
   for (const std::string& a : runnable_apps_) d.add_apps(a);
+  if (pool_) d.set_sandbox(pool_->GroupDescription());
   return d;
 }
 

@@ -440,14 +440,21 @@ void AddQueries(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
       std::printf("no agents enrolled yet (claw agent --token ... enrolls one)\n");
       return;
     }
-    std::printf("%-16s %-10s %-12s %-13s %5s %9s %8s %8s %7s  %s\n", "AGENT", "OWNER", "HOST",
-                "OS/ARCH", "SLOTS", "GFLOPS", "VALID", "INVALID", "ERROR", "STATE");
+    std::printf("%-16s %-10s %-12s %-13s %5s %9s %-9s %8s %8s %7s  %s\n", "AGENT", "OWNER",
+                "HOST", "OS/ARCH", "SLOTS", "GFLOPS", "SANDBOX", "VALID", "INVALID", "ERROR",
+                "STATE");
     for (const auto& a : *list) {
       std::string osarch = OneLine(a.device().os() + "/" + a.device().arch());
-      std::printf("%-16s %-10.10s %-12.12s %-13.13s %5u %9.2f %8llu %8llu %6.1f%%  %s%s\n",
+      // The kind of sandbox (the whole text: --json): what binds a task as a whole.
+      const std::string& sb = a.device().sandbox();
+      const char* kind = sb.rfind("cgroup v2", 0) == 0   ? "cgroup-v2"
+                         : sb.rfind("cgroup v1", 0) == 0 ? "cgroup-v1"
+                         : sb.rfind("no cgroup", 0) == 0 ? "per-proc"
+                                                         : "-";
+      std::printf("%-16s %-10.10s %-12.12s %-13.13s %5u %9.2f %-9s %8llu %8llu %6.1f%%  %s%s\n",
                   a.agent_id().c_str(), a.owner().empty() ? "-" : OneLine(a.owner()).c_str(),
                   OneLine(a.device().hostname()).c_str(), osarch.c_str(),
-                  a.device().slots(), a.device().flops() / 1e9,
+                  a.device().slots(), a.device().flops() / 1e9, kind,
                   static_cast<unsigned long long>(a.valid_results()),
                   static_cast<unsigned long long>(a.invalid_results()), a.error_rate() * 100,
                   a.connected() ? "connected" : "offline", a.on_probation() ? ", probation" : "");

@@ -25,6 +25,7 @@ Status ValidateDevice(const v1::DeviceReport& d) {
   if (d.slots() > 1024) return InvalidArgument("device.slots: more than 1024");
   if (!(d.flops() >= 0 && d.flops() < 1e18)) return InvalidArgument("device.flops: out of range");
   if (d.apps_size() > 256) return InvalidArgument("device.apps: more than 256");
+  if (d.sandbox().size() > 1024) return InvalidArgument("device.sandbox: more than 1024 bytes");
   for (const auto& a : d.apps()) {
     if (a.size() > 64) return InvalidArgument("device.apps: a name longer than 64 bytes");
   }
@@ -463,6 +464,7 @@ nlohmann::json AgentInfoToJson(const v1::AgentInfo& a) {
           {"arch", a.device().arch()},
           {"cores", a.device().cores()},
           {"flops", a.device().flops()},
+          {"sandbox", a.device().sandbox()},
           {"connected", a.connected()},
           {"valid_results", a.valid_results()},
           {"invalid_results", a.invalid_results()},

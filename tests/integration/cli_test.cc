@@ -74,6 +74,13 @@ TEST_F(Cli, TablesHaveHeadersAndOneLinePerJob) {
   EXPECT_NE(out.find("stderr: one\n  two"), std::string::npos) << out;
   ASSERT_EQ(Claw({"agents"}, &out), 0) << out;
   EXPECT_NE(out.find("OWNER"), std::string::npos) << out;
+  // How the agent holds a sandboxed task: a cgroup here (root), or per process.
+  EXPECT_TRUE(out.find(" cgroup-v") != std::string::npos || out.find(" per-proc ") != std::string::npos)
+      << out;
+  ASSERT_EQ(Claw({"agents", "--json"}, &out), 0) << out;
+  auto agents = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_TRUE(agents.is_array() && agents.size() == 1u) << out;
+  EXPECT_FALSE(agents[0].value("sandbox", "").empty()) << out;
 }
 
 // An admin with a user's token exported still adds users where the
