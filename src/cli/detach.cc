@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/files.h"
+
 namespace claw {
 
 namespace {
@@ -146,7 +148,17 @@ Result<DetachedChild> Detach(const std::string& log_path, std::chrono::seconds p
   dup2(log, 1);
   dup2(log, 2);
   close(log);
-  return DetachedChild(fds[1]);
+  // Nothing the shell that started it held open (`7<secret`) stays open in a
+  // daemon, its workers or their tasks: the report pipe alone, as fd 3.
+  int report = fds[1];
+  if (report != 3) {
+    dup2(report, 3);
+    close(report);
+    report = 3;
+  }
+  fcntl(report, F_SETFD, FD_CLOEXEC);
+  CloseFrom(4);
+  return DetachedChild(report);
 }
 
 Status StopService(const std::string& info_path, const std::string& what,

@@ -1,6 +1,8 @@
 #include "common/files.h"
 
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -20,6 +22,14 @@ Status WriteFileAtomically(const std::string& path, const std::string& content, 
   std::filesystem::rename(tmp, path, ec);
   if (ec) return Unavailable("cannot rename " + tmp + " to " + path + ": " + ec.message());
   return Status::Ok();
+}
+
+void CloseFrom(int first) noexcept {
+#if defined(__linux__) && defined(SYS_close_range)
+  if (syscall(SYS_close_range, first, ~0U, 0) == 0) return;
+#endif
+  long max = sysconf(_SC_OPEN_MAX);
+  for (long fd = first; fd < (max > 0 ? max : 65536); ++fd) close(static_cast<int>(fd));
 }
 
 }  // namespace claw

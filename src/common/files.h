@@ -14,4 +14,8 @@ namespace claw {
 // `mode` (e.g. 0600 for keys and tokens) before it appears under its name.
 Status WriteFileAtomically(const std::string& path, const std::string& content, mode_t mode);
 
+// Closes every descriptor from `first` up (close_range where there is one).
+// Async-signal-safe: for a child between fork and exec.
+void CloseFrom(int first) noexcept;
+
 }  // namespace claw

@@ -21,6 +21,7 @@
 #include <memory>
 
 #include "common/clock.h"
+#include "common/files.h"
 #include "sandbox/process_tree.h"
 #include "sandbox/scratch.h"
 #include "sandbox/seccomp_filter.h"
@@ -94,14 +95,6 @@ Status GiveTo(const std::string& dir, uid_t uid) {
 }
 
 // Closes every descriptor from `first` up (async-signal-safe).
-void CloseFrom(int first) {
-#if defined(__linux__) && defined(SYS_close_range)
-  if (syscall(SYS_close_range, first, ~0U, 0) == 0) return;
-#endif
-  long max = sysconf(_SC_OPEN_MAX);
-  for (long fd = first; fd < (max > 0 ? max : 65536); ++fd) close(static_cast<int>(fd));
-}
-
 // A descriptor holding `data`, read from its start (Linux: a memfd).
 [[maybe_unused]] int DataFd(const std::string& data) {
 #ifdef __APPLE__

@@ -100,6 +100,30 @@ TEST_F(Cli, UsersAddFindsTheAdminTokenAndSaysWhereItIs) {
   EXPECT_NE(out.find("admin-token"), std::string::npos) << out;
 }
 
+// A daemon keeps nothing the shell that started it held open: `7<secret`
+// would otherwise reach its workers and, through them, nothing else.
+TEST_F(Cli, DetachedDaemonsKeepNoDescriptorOfTheShellThatStartedThem) {
+  std::string secret = (dir_ / "secret.txt").string();
+  std::ofstream(secret) << "contributors-secret\n";
+  std::string command = "exec 7<" + secret + "; exec " + std::string(CLAW_BINARY) +
+                        " coordinator --detach --insecure-local --data " + data() + " --port " +
+                        std::to_string(port_) + " --http-port -1";
+  Process start({"-c", command}, (dir_ / "detach.log").string(), "/bin/sh");
+  ASSERT_TRUE(start.Exited(seconds(60))) << start.Output();
+  ASSERT_EQ(start.exit_code(), 0) << start.Output();
+  auto info = nlohmann::json::parse(ReadFile(data() + "/coordinator.json"), nullptr, false);
+  ASSERT_TRUE(info.is_object() && info.contains("pid")) << ReadFile(data() + "/coordinator.json");
+  std::string fds = "/proc/" + std::to_string(info["pid"].get<int>()) + "/fd";
+  int open_fds = 0;
+  for (const auto& e : std::filesystem::directory_iterator(fds)) {
+    std::error_code ec;
+    EXPECT_NE(std::filesystem::read_symlink(e.path(), ec).string(), secret) << e.path();
+    ++open_fds;
+  }
+  EXPECT_GT(open_fds, 3) << "its own descriptors (sockets, the database) are there";
+  EXPECT_EQ(Claw({"coordinator", "stop", "--data", data()}), 0);
+}
+
 TEST_F(Cli, PrivateFilesAreOwnerOnly) {
   StartCoordinator({}, /*secure=*/true);
   for (const char* name : {"claw.db", "admin-token", "enroll-tokens", "coordinator.key"}) {
