@@ -46,6 +46,11 @@ Result<std::string> Build() {
   auto fail = [](const char* what, int rc) {
     return Unavailable(std::string("seccomp filter: ") + what + ": " + strerror(-rc));
   };
+  // A system call of another ABI (i386's int 0x80 on x86_64) would dodge
+  // every rule below: it ends the whole process, not one thread.
+  if (int rc = seccomp_attr_set(ctx.get(), SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS); rc < 0) {
+    return fail("another architecture's calls", rc);
+  }
   const uint32_t eperm = SCMP_ACT_ERRNO(EPERM);
   for (const char* name : kDenied) {
     int nr = seccomp_syscall_resolve_name(name);

@@ -5,6 +5,11 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#ifdef __linux__
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#endif
 #include <sys/wait.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -114,6 +119,37 @@ TEST_F(Hostile, CannotTraceMakeNamespacesOrMount) {
   EXPECT_NE(r.stdout_text.find("ptrace -1 1"), std::string::npos) << "EPERM\n" << r.stdout_text;
   EXPECT_EQ(r.stdout_text.find("MOUNTED"), std::string::npos) << r.stdout_text;
 }
+
+#if defined(__linux__) && defined(__x86_64__)
+// A 32-bit call (int 0x80) would be checked against none of the filter's
+// rules: it kills the whole process, other threads included.
+TEST(SeccompFilter, AnotherArchitecturesCallKillsTheProcess) {
+  auto program = SandboxSeccompProgram();
+  ASSERT_TRUE(program.ok()) << program.status().ToString();
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    sock_fprog prog{static_cast<unsigned short>(program->size() / sizeof(sock_filter)),
+                    reinterpret_cast<sock_filter*>(program->data())};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
+      _exit(3);
+    }
+    // A second thread makes the difference between the thread and the process.
+    std::thread([] {
+      sleep(5);
+      _exit(4);  // only this thread was killed
+    }).detach();
+    long r;
+    asm volatile("int $0x80" : "=a"(r) : "a"(20) : "memory");  // i386 getpid
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "exit status " << WEXITSTATUS(status);
+  EXPECT_EQ(WTERMSIG(status), SIGSYS);
+}
+#endif
 
 // Defect: a task that left its session and process group (and, once, its
 // parent's death signal) ran on after its timeout. Now everything the task
