@@ -8,6 +8,7 @@
 #endif
 
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -72,6 +73,26 @@ std::vector<pid_t> Descendants(const std::vector<pid_t>& roots) {
     }
   }
   return out;
+}
+
+bool Alive(pid_t pid) {
+  if (pid <= 0 || kill(pid, 0) != 0) return errno == EPERM;
+#ifdef __APPLE__
+  proc_bsdinfo info;
+  if (proc_pidinfo(pid, PROC_PIDTBSDINFO, 0, &info, sizeof info) != sizeof info) return false;
+  return info.pbi_status != SZOMB;
+#else
+  char path[64], buf[512];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  FILE* f = std::fopen(path, "re");
+  if (!f) return false;
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  const char* close = std::strrchr(buf, ')');
+  char state = 0;
+  return close && std::sscanf(close + 1, " %c", &state) == 1 && state != 'Z' && state != 'X';
+#endif
 }
 
 uint64_t ProcessCpuMicros(pid_t pid) {

@@ -16,6 +16,9 @@ namespace claw {
 // in no order.
 std::vector<pid_t> Descendants(const std::vector<pid_t>& roots);
 
+// Whether `pid` is a process that has not exited (not a zombie).
+bool Alive(pid_t pid);
+
 // CPU time of the process (user + system, with that of its waited-for
 // children), in microseconds; 0 if it is gone.
 uint64_t ProcessCpuMicros(pid_t pid);

@@ -313,8 +313,18 @@ Result<SandboxResult> RunSandboxed(const std::vector<std::string>& argv,
     return Unavailable("fork failed");
   }
   if (pid == 0) {
+    // A failure before the command starts says so on its stderr (not to be
+    // taken for the command's own exit status).
+    int err_fd = err[1];
+    auto setup_failed = [&err_fd](const char* what, int code) {
+      static constexpr char kPrefix[] = "claw sandbox: could not start the command: ";
+      (void)!write(err_fd, kPrefix, sizeof kPrefix - 1);
+      (void)!write(err_fd, what, strlen(what));
+      (void)!write(err_fd, "\n", 1);
+      _exit(code);
+    };
     setpgid(0, 0);
-    if (!group->EnterAfterFork()) _exit(125);
+    if (!group->EnterAfterFork()) setup_failed("cannot enter the task's cgroup", 125);
     // Every descriptor it gets goes out of the way first, then to its
     // place (dup2 clears close-on-exec); all others close.
     int moved[3 + 3];
@@ -325,11 +335,13 @@ Result<SandboxResult> RunSandboxed(const std::vector<std::string>& argv,
     const int wanted = 3 + static_cast<int>(data_fds.size());
     for (int i = 0; i < wanted; ++i) {
       moved[i] = sources[i] < 0 ? -1 : fcntl(sources[i], F_DUPFD_CLOEXEC, 100);
-      if (moved[i] < 0) _exit(125);
+      if (moved[i] < 0) setup_failed("cannot place its descriptors", 125);
     }
+    err_fd = moved[2];
     for (int i = 0; i < wanted; ++i) {
-      if (dup2(moved[i], i) != i) _exit(125);
+      if (dup2(moved[i], i) != i) setup_failed("cannot place its descriptors", 125);
     }
+    err_fd = 2;
     CloseFrom(3 + static_cast<int>(data_fds.size()));
     // Each process alone: SIGXCPU at the allowance (the group's count
     // usually stops the task first).
@@ -339,14 +351,16 @@ Result<SandboxResult> RunSandboxed(const std::vector<std::string>& argv,
     SetLimit(RLIMIT_FSIZE, limits.file_bytes);
     SetLimit(RLIMIT_CORE, 0);
     SetLimit(RLIMIT_NPROC, nproc);
-    if (root && (setgroups(0, nullptr) != 0 || setgid(uid) != 0 || setuid(uid) != 0)) _exit(126);
+    if (root && (setgroups(0, nullptr) != 0 || setgid(uid) != 0 || setuid(uid) != 0)) {
+      setup_failed("cannot take the sandbox's user id", 126);
+    }
     signal(SIGPIPE, SIG_DFL);
 #ifdef __APPLE__
     // No mount namespace: the command starts in its scratch directory.
-    if (chdir(scratch_dir.c_str()) != 0) _exit(126);
+    if (chdir(scratch_dir.c_str()) != 0) setup_failed("cannot enter its scratch directory", 126);
 #endif
     execve(kLauncher, cargv.data(), env.data());
-    _exit(127);
+    setup_failed(kLauncher, 127);  // (its name, as the reason: it could not be run)
   }
   setpgid(pid, pid);
   close(out[1]);
@@ -369,9 +383,14 @@ Result<SandboxResult> RunSandboxed(const std::vector<std::string>& argv,
   bool exited = false;
   int status = 0;
   auto kill_all = [&] {
-    if (pid_t init = ChildPidOf(info_text); init > 0) kill(init, SIGKILL);  // its PID namespace
+    pid_t init = ChildPidOf(info_text);
+    if (init > 0) kill(init, SIGKILL);  // its PID namespace
     kill(-pid, SIGKILL);
     group->KillAll();
+    // The namespace's processes, reparented out of the worker's tree as its
+    // init dies, are all gone once the init has exited (the kernel waits
+    // for them first): without a cgroup, that is how to know.
+    for (Stopwatch w; init > 0 && Alive(init) && w.Micros() < 5'000'000;) usleep(2000);
   };
   while (open_fds > 0) {
     // Time the task ran: a gap longer than a second between two turns of

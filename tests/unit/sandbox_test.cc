@@ -229,6 +229,30 @@ TEST_F(Hostile, TheScratchDirectoryHasAQuota) {
   EXPECT_LT(DiskUsage(dir_.string()), 40u << 20);
 }
 
+// A sandbox that could not be set up says so, not "exit status 125".
+TEST_F(Hostile, ASandboxThatCannotStartSaysWhy) {
+  class Unenterable final : public TaskGroup {
+   public:
+    std::string Describe() const override { return "a group no process can enter"; }
+    bool BindsMemory() const override { return false; }
+    bool BindsProcesses() const override { return false; }
+    void SetLimits(const GroupLimits&) override {}
+    bool EnterAfterFork() noexcept override { return false; }
+    void Freeze() override {}
+    void Thaw() override {}
+    bool KillAll(std::chrono::milliseconds) override { return true; }
+    std::vector<pid_t> Processes() override { return {}; }
+    uint64_t CpuMicros() override { return 0; }
+    uint64_t OomKills() override { return 0; }
+  } group;
+  auto r = Run("echo ran", {}, &group);
+  EXPECT_EQ(r.exit_code, 125);
+  EXPECT_EQ(r.stdout_text, "");
+  EXPECT_NE(r.stderr_text.find("could not start the command: cannot enter the task's cgroup"),
+            std::string::npos)
+      << r.stderr_text;
+}
+
 // A file removed while still open has no name to count by: it counts by
 // the descriptor that holds it, in every kind of group.
 TEST_F(Hostile, FilesRemovedButHeldOpenCountAgainstTheQuota) {
