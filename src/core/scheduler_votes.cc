@@ -1,6 +1,6 @@
 // Redundancy and trust: how many answers a task needs, voting on them,
 // judging the agents that gave them, and adaptive replication's spot checks
-// (ADR 0002). The rest of the scheduler is in scheduler.cc.
+// (ADR 0002). Leases and dispatch are in scheduler.cc; a job's life in scheduler_jobs.cc.
 #include <algorithm>
 
 #include "core/scheduler.h"
@@ -215,63 +215,6 @@ void Scheduler::Settle(Job& job, uint32_t index, size_t canonical, Time now) {
   // very job back to pending.
   for (const Judged& j : judged) Judge(*j.agent, j.valid, j.lease, now);
   MaybeFinish(job, now);
-}
-
-void Scheduler::Grow(Job& job, uint32_t settled) {
-  if (!job.app->Grows(job.spec)) return;
-  std::vector<App::TaskView> view;
-  view.reserve(job.tasks.size());
-  for (const Task& t : job.tasks) {
-    view.push_back({t.params, t.state == TaskState::kDone ? std::string_view(t.output) : ""});
-  }
-  std::vector<TaskSpec> added = job.app->Expand(job.spec, view, settled);
-  if (added.empty()) return;
-  // Pushed to the front in reverse, so they run first and in their order.
-  for (auto it = added.rbegin(); it != added.rend(); ++it) {
-    uint32_t i = static_cast<uint32_t>(job.tasks.size());
-    Task& task = job.tasks.emplace_back();
-    task.params = std::move(it->params);
-    task.cost_flop = it->cost_flop;
-    task.target = job.spec.replication;
-    TaskRecord rec{job.record.id, i, task.params, task.cost_flop};
-    rec.target = task.target;
-    batch_.tasks_added.push_back(std::move(rec));
-    Requeue(job, i, task.target);
-  }
-  job.record.n_tasks = static_cast<uint32_t>(job.tasks.size());
-  batch_.job_updates.push_back(JobUpdate{job.record.id, job.record.state, job.record.finished,
-                                         "", "", job.record.task_runtime_us, job.record.n_tasks});
-  notices_.jobs_changed.insert(job.record.id);
-}
-
-void Scheduler::MaybeFinish(Job& job, Time now) {
-  if (job.record.state != JobState::kRunning || job.done != job.tasks.size()) return;
-  // One task per agent: the one it answered last. Passing that check
-  // vouches for its earlier answers too (Judge).
-  std::map<Agent*, uint32_t> to_check;
-  for (uint32_t i = 0; i < job.tasks.size(); ++i) {
-    const Task& t = job.tasks[i];
-    if (!t.unchecked_by) continue;
-    auto it = to_check.find(t.unchecked_by);
-    if (it == to_check.end() || job.tasks[it->second].unchecked_lease < t.unchecked_lease) {
-      to_check[t.unchecked_by] = i;
-    }
-  }
-  if (to_check.empty()) {
-    MergeJob(job, now);
-    return;
-  }
-  for (auto [agent, index] : to_check) {
-    Task& task = job.tasks[index];
-    task.state = TaskState::kPending;
-    job.done--;
-    task.results.push_back(ReplicaResult{agent, std::move(task.output), 0, task.unchecked_lease});
-    task.output.clear();
-    task.target = std::max<uint32_t>(job.spec.replication, 2);
-    Requeue(job, index, task.target - 1);
-    RecordTask(job, index);
-  }
-  notices_.jobs_changed.insert(job.record.id);
 }
 
 void Scheduler::Unsettle(Job& job, uint32_t index) {
