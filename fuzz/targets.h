@@ -16,6 +16,8 @@
 #include "coordinator/coordinator.h"
 #include "core/job_spec.h"
 #include "protocol/signing.h"
+#include "rounds/weights.h"
+#include "tensors/safetensors.h"
 #include "store/store.h"
 
 namespace claw {
@@ -183,6 +185,32 @@ inline void FuzzClientRequests(std::string_view input) {
             "the job count is wrong");
   FuzzCheck(net.coordinator().GetJob(net.first_job(), net.owner())->state() == "running",
             "another user's job was changed");
+}
+
+// Any bytes as a safetensors file of a delta (from another machine): it
+// parses and decodes, or an error names the problem; what parses writes out
+// and parses again to the same tensors.
+inline void FuzzSafetensors(std::string_view input) {
+  tensors::ParseLimits limits;
+  limits.max_elements = 1 << 20;  // bounded memory per input
+  auto file = tensors::ParseSafetensors(input, limits);
+  if (!file.ok()) {
+    FuzzCheck(!file.status().message().empty(), "an error without a message");
+    return;
+  }
+  std::string bytes = tensors::WriteSafetensors(*file);
+  auto again = tensors::ParseSafetensors(bytes, limits);
+  FuzzCheck(again.ok(), "a file it wrote does not parse");
+  FuzzCheck(again->tensors.size() == file->tensors.size(), "tensors lost on the way");
+  FuzzCheck(tensors::WriteSafetensors(*again) == bytes, "writing is not stable");
+  auto weights = rounds::Decode(*file);
+  if (weights.ok()) {
+    size_t values = 0;
+    for (const auto& t : file->tensors) values += static_cast<size_t>(t.elements());
+    FuzzCheck(rounds::ParameterCount(*weights) == values, "decoded values differ in number");
+  } else {
+    FuzzCheck(!weights.status().message().empty(), "an error without a message");
+  }
 }
 
 }  // namespace claw

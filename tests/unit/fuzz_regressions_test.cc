@@ -31,6 +31,7 @@ void ReplayAll(const std::string& target, void (*body)(std::string_view)) {
 TEST(FuzzRegressions, JobSpec) { ReplayAll("job_spec", FuzzJobSpec); }
 TEST(FuzzRegressions, AgentMessage) { ReplayAll("agent_message", FuzzAgentMessage); }
 TEST(FuzzRegressions, ClientRequests) { ReplayAll("client_requests", FuzzClientRequests); }
+TEST(FuzzRegressions, Safetensors) { ReplayAll("safetensors", FuzzSafetensors); }
 
 }  // namespace
 }  // namespace claw

@@ -1,0 +1,65 @@
+// A round's deltas into one: checked, then combined by a rule, then turned
+// into the next model by the outer optimizer (docs/adr/0007-training-in-
+// rounds.md). Deterministic: the same deltas in the same order give the same
+// bytes.
+//
+//   check    the model's names and shapes, every value finite, the norm at
+//            most max_norm (if set) and at most norm_factor × the median
+//            norm of the round's well-formed deltas (if set): a scaled-up
+//            delta from a liar is rejected, naming why
+//   combine  mean (weighted by each delta's samples), median (coordinate-
+//            wise), or trimmed mean (coordinate-wise, dropping the
+//            floor(trim × n) largest and smallest values of each coordinate)
+//   outer    fedavg: θ += lr·Δ; nesterov (DiLoCo): g = −Δ, v = μ·v + g,
+//            θ −= lr·(g + μ·v); adam (FedAdam, Reddi et al. 2021): m, v
+//            moments of g, θ −= lr·m / (√v + ε)
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "rounds/weights.h"
+
+namespace claw::rounds {
+
+enum class Rule { kMean, kMedian, kTrimmedMean };
+bool ParseRule(std::string_view text, Rule* rule);  // "mean", "median", "trimmed_mean"
+
+struct CheckSpec {
+  double max_norm = 0;      // 0: no absolute bound
+  double norm_factor = 0;   // 0: no bound relative to the round's median norm
+};
+
+struct Delta {
+  Weights weights;
+  double samples = 1;  // what the mean weighs it by (> 0)
+};
+
+struct Verdicts {
+  std::vector<size_t> accepted;                          // indexes into the deltas, in order
+  std::vector<std::pair<size_t, std::string>> rejected;  // index, why
+};
+
+Verdicts CheckDeltas(const Weights& model, const std::vector<Delta>& deltas, const CheckSpec& spec);
+
+// The deltas at `use` (indexes into `deltas`, in that order; at least one)
+// combined. `trim` is for kTrimmedMean, in [0, 0.5).
+Weights Combine(const std::vector<Delta>& deltas, const std::vector<size_t>& use, Rule rule,
+                double trim = 0.1);
+
+enum class Outer { kFedAvg, kNesterov, kAdam };
+bool ParseOuter(std::string_view text, Outer* outer);  // "fedavg", "nesterov", "adam"
+
+struct OuterSpec {
+  Outer kind = Outer::kFedAvg;
+  double lr = 1.0;
+  double momentum = 0.9;                              // nesterov
+  double beta1 = 0.9, beta2 = 0.99, epsilon = 1e-3;  // adam
+};
+
+// Applies the round's combined delta to `model`, keeping the optimizer's
+// state in `state` (empty at the first round; tensors "m:<name>" and, for
+// adam, "v:<name>").
+void OuterStep(const OuterSpec& spec, const Weights& delta, Weights* model, Weights* state);
+
+}  // namespace claw::rounds
