@@ -135,6 +135,15 @@ class Process {
     }, limit);
   }
   std::string Output() const { return ReadFile(log_); }
+  // The last `lines` lines of its log: what a failure shows.
+  std::string Tail(size_t lines = 40) const {
+    std::string text = Output();
+    size_t at = text.size();
+    for (size_t n = 0; n <= lines; ++n) {
+      if (at == 0 || (at = text.rfind('\n', at - 1)) == std::string::npos) return text;
+    }
+    return text.substr(at + 1);
+  }
   int exit_code() const { return exit_code_; }
 
  private:
