@@ -246,7 +246,7 @@ v1::DeviceReport Agent::Device() const {
   d.set_flops(flops_);
   d.set_slots(static_cast<uint32_t>(slots_));
   for (const std::string& a : runnable_apps_) d.add_apps(a);
-  if (pool_) d.set_sandbox(pool_->GroupDescription());
+  if (pool_) d.set_sandbox(pool_->GroupDescription().substr(0, 1024));  // the coordinator's bound
   return d;
 }
 

@@ -63,6 +63,11 @@ Verdicts CheckDeltas(const Weights& model, const std::vector<Delta>& deltas, con
       why[i] = "its sample count is not a positive number";
       continue;
     }
+    if (spec.max_samples > 0 && deltas[i].samples > spec.max_samples) {
+      why[i] = "it claims " + std::to_string(deltas[i].samples) + " samples, more than its task's " +
+               std::to_string(spec.max_samples);
+      continue;
+    }
     norms[i] = Norm(deltas[i].weights);
     if (!std::isfinite(norms[i])) {
       why[i] = "a value is not finite";
@@ -75,11 +80,18 @@ Verdicts CheckDeltas(const Weights& model, const std::vector<Delta>& deltas, con
     }
     good_norms.push_back(norms[i]);
   }
-  const double median = Median(good_norms);
   for (size_t i = 0; i < deltas.size(); ++i) {
-    if (why[i].empty() && spec.norm_factor > 0 && norms[i] > spec.norm_factor * median) {
-      why[i] = "its norm " + std::to_string(norms[i]) + " is above " +
-               std::to_string(spec.norm_factor) + " × the round's median " + std::to_string(median);
+    // Against the others alone: a liar's own norm must not raise the bar
+    // (with two deltas, it would be half of the median).
+    if (why[i].empty() && spec.norm_factor > 0 && good_norms.size() > 1) {
+      std::vector<double> others = good_norms;
+      others.erase(std::find(others.begin(), others.end(), norms[i]));
+      const double median = Median(std::move(others));
+      if (norms[i] > spec.norm_factor * median) {
+        why[i] = "its norm " + std::to_string(norms[i]) + " is above " +
+                 std::to_string(spec.norm_factor) + " × the median of the others' " +
+                 std::to_string(median);
+      }
     }
     if (why[i].empty()) v.accepted.push_back(i);
     else v.rejected.emplace_back(i, std::move(why[i]));

@@ -5,8 +5,9 @@
 //
 //   check    the model's names and shapes, every value finite, the norm at
 //            most max_norm (if set) and at most norm_factor × the median
-//            norm of the round's well-formed deltas (if set): a scaled-up
-//            delta from a liar is rejected, naming why
+//            norm of the round's other well-formed deltas (if set), its
+//            sample count at most max_samples: a scaled-up delta from a
+//            liar is rejected, naming why
 //   combine  mean (weighted by each delta's samples), median (coordinate-
 //            wise), or trimmed mean (coordinate-wise, dropping the
 //            floor(trim × n) largest and smallest values of each coordinate)
@@ -27,7 +28,12 @@ bool ParseRule(std::string_view text, Rule* rule);  // "mean", "median", "trimme
 
 struct CheckSpec {
   double max_norm = 0;      // 0: no absolute bound
-  double norm_factor = 0;   // 0: no bound relative to the round's median norm
+  // 0: no bound relative to the others: a delta's norm at most this many
+  // times the median norm of the round's other well-formed deltas
+  double norm_factor = 0;
+  // The most samples a delta may claim (the task's budget; a liar claiming
+  // more would outweigh everyone in the mean). 0: no bound.
+  double max_samples = 0;
 };
 
 struct Delta {
@@ -43,7 +49,8 @@ struct Verdicts {
 Verdicts CheckDeltas(const Weights& model, const std::vector<Delta>& deltas, const CheckSpec& spec);
 
 // The deltas at `use` (indexes into `deltas`, in that order; at least one)
-// combined. `trim` is for kTrimmedMean, in [0, 0.5).
+// combined. `trim` is for kTrimmedMean, in [0, 0.5). The deltas must have
+// passed CheckDeltas (finite, with finite sample counts).
 Weights Combine(const std::vector<Delta>& deltas, const std::vector<size_t>& use, Rule rule,
                 double trim = 0.1);
 

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <set>
 
 namespace claw::rounds {
@@ -22,8 +23,12 @@ std::string FloatText(float f) {
 
 Tensor Int8Tensor(const Named& n, float* scale, std::vector<float>* decoded) {
   float max = 0;
-  for (float v : n.values) max = std::max(max, std::fabs(v));
-  *scale = max / 127.0f;
+  bool finite = true;
+  for (float v : n.values) {
+    finite = finite && std::isfinite(v);
+    max = std::max(max, std::fabs(v));
+  }
+  *scale = finite ? max / 127.0f : std::numeric_limits<float>::quiet_NaN();
   Tensor t;
   t.name = n.name;
   t.shape = n.shape;
@@ -31,7 +36,7 @@ Tensor Int8Tensor(const Named& n, float* scale, std::vector<float>* decoded) {
   t.data.resize(n.values.size());
   decoded->resize(n.values.size());
   for (size_t i = 0; i < n.values.size(); ++i) {
-    float q = *scale > 0 ? std::clamp(std::nearbyint(n.values[i] / *scale), -127.0f, 127.0f) : 0.0f;
+    float q = finite && *scale > 0 ? std::clamp(std::nearbyint(n.values[i] / *scale), -127.0f, 127.0f) : 0.0f;
     auto b = static_cast<int8_t>(q);
     std::memcpy(&t.data[i], &b, 1);
     (*decoded)[i] = static_cast<float>(b) * *scale;
@@ -63,8 +68,16 @@ tensors::TensorFile Encode(const Weights& w, Codec codec, Weights* residual) {
   file.metadata["codec"] = std::string(CodecName(codec));
   if (residual && residual->empty()) *residual = ZerosLike(w);
   std::vector<float> decoded;
+  Named fed;  // w + residual
   for (size_t k = 0; k < w.size(); ++k) {
-    const Named& n = w[k];
+    const Named* source = &w[k];
+    if (residual) {
+      fed = w[k];
+      const std::vector<float>& r = (*residual)[k].values;
+      for (size_t i = 0; i < fed.values.size(); ++i) fed.values[i] += r[i];
+      source = &fed;
+    }
+    const Named& n = *source;
     switch (codec) {
       case Codec::kF32:
         file.tensors.push_back(tensors::FloatTensor(n.name, n.shape, n.values));
@@ -94,7 +107,7 @@ tensors::TensorFile Encode(const Weights& w, Codec codec, Weights* residual) {
     }
     if (residual) {
       std::vector<float>& r = (*residual)[k].values;
-      for (size_t i = 0; i < r.size(); ++i) r[i] += n.values[i] - decoded[i];
+      for (size_t i = 0; i < r.size(); ++i) r[i] = n.values[i] - decoded[i];
     }
   }
   return file;
@@ -139,15 +152,20 @@ Result<Weights> Decode(const tensors::TensorFile& file) {
 }
 
 Status SameShapes(const Weights& a, const Weights& b) {
-  if (a.size() != b.size()) {
-    return InvalidArgument(std::to_string(b.size()) + " tensors where the model has " +
-                           std::to_string(a.size()));
-  }
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].name != b[i].name) {
-      return InvalidArgument("tensor " + b[i].name + ": not in the model (expected " + a[i].name + ")");
+  // Both sorted by name: walked together, the first difference is named.
+  size_t i = 0, j = 0;
+  while (i < a.size() || j < b.size()) {
+    if (j == b.size() || (i < a.size() && a[i].name < b[j].name)) {
+      return InvalidArgument("tensor " + a[i].name.substr(0, 256) + ": missing");
     }
-    if (a[i].shape != b[i].shape) return InvalidArgument("tensor " + b[i].name + ": wrong shape");
+    if (i == a.size() || b[j].name < a[i].name) {
+      return InvalidArgument("tensor " + b[j].name.substr(0, 256) + ": not in the model");
+    }
+    if (a[i].shape != b[j].shape) {
+      return InvalidArgument("tensor " + b[j].name.substr(0, 256) + ": wrong shape");
+    }
+    ++i;
+    ++j;
   }
   return Status::Ok();
 }

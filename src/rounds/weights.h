@@ -33,9 +33,12 @@ enum class Codec { kF32, kF16, kI8 };
 bool ParseCodec(std::string_view text, Codec* codec);
 std::string_view CodecName(Codec c);
 
-// The file of `w` under `codec`. With `residual` (error feedback), what the
-// compression lost is added to it, tensor by tensor; `residual` must be
-// empty or shaped as `w`.
+// The file of `w` under `codec`. With `residual` (error feedback, kept by
+// the sender from one round to the next; empty at first, then shaped as
+// `w`): what is encoded is w + residual, and the residual becomes what that
+// encoding lost, so over rounds nothing is lost for good. A value that is
+// not finite makes its int8 tensor's scale NaN, which Decode refuses (fp16
+// and fp32 keep it, and the delta checks refuse it).
 tensors::TensorFile Encode(const Weights& w, Codec codec, Weights* residual = nullptr);
 
 // The weights a file holds, sorted by name. InvalidArgument naming the

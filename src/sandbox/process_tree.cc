@@ -76,7 +76,8 @@ std::vector<pid_t> Descendants(const std::vector<pid_t>& roots) {
 }
 
 bool Alive(pid_t pid) {
-  if (pid <= 0 || kill(pid, 0) != 0) return errno == EPERM;
+  if (pid <= 0) return false;
+  if (kill(pid, 0) != 0) return errno == EPERM;
 #ifdef __APPLE__
   proc_bsdinfo info;
   if (proc_pidinfo(pid, PROC_PIDTBSDINFO, 0, &info, sizeof info) != sizeof info) return false;

@@ -126,6 +126,12 @@ pid_t ChildPidOf(const std::string& info) {
   return static_cast<pid_t>(std::atol(info.c_str() + at + 1));
 }
 
+// Each process's descriptors, and the most descriptors and mapping lines
+// the disk watch reads per check (over it, the task is stopped: a check
+// must stay quick, or it would stretch the task's time).
+constexpr uint64_t kTaskDescriptors = 1024;
+constexpr size_t kMaxEntriesPerCheck = 200'000;
+
 // Descriptors the launcher gets, in this order from 3 up.
 constexpr int kArgsFd = 3, kSeccompFd = 4, kInfoFd = 5;
 
@@ -350,6 +356,9 @@ Result<SandboxResult> RunSandboxed(const std::vector<std::string>& argv,
     SetLimit(RLIMIT_AS, limits.memory_bytes);
     SetLimit(RLIMIT_FSIZE, limits.file_bytes);
     SetLimit(RLIMIT_CORE, 0);
+    // Descriptors: enough for any batch command, few enough that the disk
+    // watch can look at every one (HeldDeletedBytes).
+    SetLimit(RLIMIT_NOFILE, kTaskDescriptors);
     SetLimit(RLIMIT_NPROC, nproc);
     if (root && (setgroups(0, nullptr) != 0 || setgid(uid) != 0 || setuid(uid) != 0)) {
       setup_failed("cannot take the sandbox's user id", 126);
@@ -406,19 +415,26 @@ Result<SandboxResult> RunSandboxed(const std::vector<std::string>& argv,
     }
     if (elapsed_ms >= next_check_ms) {
       next_check_ms = elapsed_ms + 250;
-      uint64_t cpu = group->CpuMicros() - cpu_before;
+      uint64_t cpu_now = group->CpuMicros();
+      uint64_t cpu = cpu_now > cpu_before ? cpu_now - cpu_before : 0;
       if (cpu > limits.cpu_seconds * 1'000'000) {
         result.killed_for = "it used more than " + std::to_string(limits.cpu_seconds) +
                             " CPU-seconds (all its processes together)";
         break;
       }
       bool unreadable = false;
+      uint64_t held = 0;
       if (limits.disk_bytes > 0 &&
-          DiskUsage(scratch_dir, limits.disk_bytes, &unreadable) +
-                  HeldDeletedBytes(group->Processes(), scratch_dev) >
-              limits.disk_bytes) {
+          !HeldDeletedBytes(group->Processes(), scratch_dev, kMaxEntriesPerCheck, &held)) {
+        result.killed_for = "it kept more open files and mappings than the disk watch counts (" +
+                            std::to_string(kMaxEntriesPerCheck) + ")";
+        break;
+      }
+      if (limits.disk_bytes > 0 &&
+          DiskUsage(scratch_dir, limits.disk_bytes, &unreadable) + held > limits.disk_bytes) {
         result.killed_for = "it kept more than " + std::to_string(limits.disk_bytes >> 20) +
-                            " MiB in its scratch directory (disk_mb)";
+                            " MiB in its scratch directory (disk_mb; files removed but still "
+                            "open count too)";
         break;
       }
       if (unreadable) {
@@ -483,7 +499,7 @@ Result<SandboxResult> RunSandboxed(const std::vector<std::string>& argv,
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   const bool signalled = WIFSIGNALED(status) || result.exit_code > 128;
   if (result.killed_for.empty() && !result.timed_out && signalled &&
-      group->CpuMicros() - cpu_before + 500'000 >= limits.cpu_seconds * 1'000'000) {
+      group->CpuMicros() + 500'000 >= cpu_before + limits.cpu_seconds * 1'000'000) {
     result.killed_for = "it used more than " + std::to_string(limits.cpu_seconds) +
                         " CPU-seconds";
   }

@@ -80,8 +80,12 @@ uint64_t DiskUsage(const std::string& dir, uint64_t stop_above, bool* unreadable
   return bytes;
 }
 
-uint64_t HeldDeletedBytes(const std::vector<pid_t>& pids, dev_t dev) {
+bool HeldDeletedBytes(const std::vector<pid_t>& pids, dev_t dev, size_t max_entries,
+                      uint64_t* bytes) {
+  *bytes = 0;
 #ifdef __linux__
+  size_t entries = 0;
+  bool whole = true;
   std::map<ino_t, uint64_t> files;  // inode -> bytes
   auto count = [&files](ino_t ino, uint64_t bytes) {
     uint64_t& b = files[ino];
@@ -89,10 +93,15 @@ uint64_t HeldDeletedBytes(const std::vector<pid_t>& pids, dev_t dev) {
   };
   constexpr std::string_view kDeleted = " (deleted)";
   for (pid_t pid : pids) {
+    if (!whole) break;
     const std::string proc = "/proc/" + std::to_string(pid);
     std::error_code ec;
     for (fs::directory_iterator it(proc + "/fd", ec); !ec && it != fs::directory_iterator();
          it.increment(ec)) {
+      if (++entries > max_entries) {
+        whole = false;
+        break;
+      }
       std::error_code lec;
       fs::path target = fs::read_symlink(it->path(), lec);
       const std::string& t = target.native();
@@ -108,7 +117,11 @@ uint64_t HeldDeletedBytes(const std::vector<pid_t>& pids, dev_t dev) {
     }
     // Mapped, with every descriptor closed: "start-end perms offset maj:min inode path".
     std::ifstream maps(proc + "/maps");
-    for (std::string line; std::getline(maps, line);) {
+    for (std::string line; whole && std::getline(maps, line);) {
+      if (++entries > max_entries) {
+        whole = false;
+        break;
+      }
       if (line.size() < kDeleted.size() ||
           line.compare(line.size() - kDeleted.size(), kDeleted.size(), kDeleted) != 0) {
         continue;
@@ -123,13 +136,13 @@ uint64_t HeldDeletedBytes(const std::vector<pid_t>& pids, dev_t dev) {
       count(static_cast<ino_t>(inode), offset + (end - start));
     }
   }
-  uint64_t bytes = 0;
-  for (const auto& [ino, b] : files) bytes += b;
-  return bytes;
+  for (const auto& [ino, b] : files) *bytes += b;
+  return whole;
 #else
   (void)pids;
   (void)dev;
-  return 0;
+  (void)max_entries;
+  return true;
 #endif
 }
 

@@ -37,6 +37,9 @@ uint64_t DiskUsage(const std::string& dir, uint64_t stop_above = 0, bool* unread
 // open or mapped after their last name was removed: disk that DiskUsage
 // cannot see by names. Each file counted once, by its allocated blocks
 // (open) or its mapped extent (mapped only). Linux (from /proc); 0 elsewhere.
-uint64_t HeldDeletedBytes(const std::vector<pid_t>& pids, dev_t dev);
+// Reads at most `max_entries` descriptors and mapping lines in all: false
+// if there were more (`*bytes` then counts those read).
+bool HeldDeletedBytes(const std::vector<pid_t>& pids, dev_t dev, size_t max_entries,
+                      uint64_t* bytes);
 
 }  // namespace claw

@@ -46,10 +46,11 @@ Result<std::string> Build() {
   auto fail = [](const char* what, int rc) {
     return Unavailable(std::string("seccomp filter: ") + what + ": " + strerror(-rc));
   };
-  // A system call of another ABI (i386's int 0x80 on x86_64) would dodge
-  // every rule below: it ends the whole process, not one thread.
-  if (int rc = seccomp_attr_set(ctx.get(), SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS); rc < 0) {
-    return fail("another architecture's calls", rc);
+  // A system call of another ABI (i386's int 0x80 on x86_64) ends the
+  // whole process, not only its thread (libseccomp's default), where the
+  // kernel can (Linux 4.14 and later).
+  if (seccomp_attr_set(ctx.get(), SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS) < 0) {
+    seccomp_attr_set(ctx.get(), SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL);
   }
   const uint32_t eperm = SCMP_ACT_ERRNO(EPERM);
   for (const char* name : kDenied) {

@@ -13,13 +13,35 @@ Result<DType> ParseDType(std::string_view s) {
   if (s == "F32") return DType::kF32;
   if (s == "F16") return DType::kF16;
   if (s == "I8") return DType::kI8;
-  return InvalidArgument("dtype " + std::string(s) + " is not supported (F32, F16, I8)");
+  return InvalidArgument("dtype " + std::string(s.substr(0, 16)) + " is not supported (F32, F16, I8)");
 }
 
 uint64_t ReadU64(std::string_view b) {
   uint64_t v = 0;
   for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(b[static_cast<size_t>(i)]);
   return v;
+}
+
+// Whether JSON text nests at most 3 deep (the header, a tensor, its shape),
+// looked at before parsing: a deep header would cost memory out of all
+// proportion to its bytes.
+bool ShallowJson(std::string_view text) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > 3) return false;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return true;
 }
 
 struct Entry {
@@ -116,6 +138,9 @@ Result<TensorFile> ParseSafetensors(std::string_view bytes, const ParseLimits& l
     return InvalidArgument("safetensors: header of " + std::to_string(n) +
                            " bytes in a file of " + std::to_string(bytes.size()));
   }
+  if (!ShallowJson(bytes.substr(8, n))) {
+    return InvalidArgument("safetensors: the header nests deeper than a safetensors header does");
+  }
   auto header = nlohmann::json::parse(bytes.substr(8, n), nullptr, /*allow_exceptions=*/false);
   if (!header.is_object()) return InvalidArgument("safetensors: the header is not a JSON object");
   const std::string_view data = bytes.substr(8 + n);
@@ -125,7 +150,9 @@ Result<TensorFile> ParseSafetensors(std::string_view bytes, const ParseLimits& l
     if (key == "__metadata__") {
       if (!value.is_object()) return InvalidArgument("safetensors: __metadata__ must be an object");
       for (const auto& [k, v] : value.items()) {
-        if (!v.is_string()) return InvalidArgument("safetensors: __metadata__." + k + " must be a string");
+        if (!v.is_string()) {
+          return InvalidArgument("safetensors: __metadata__." + k.substr(0, 64) + " must be a string");
+        }
         file.metadata[k] = v.get<std::string>();
       }
       continue;
