@@ -5,6 +5,8 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "common/names.h"
+
 namespace claw::rounds {
 namespace {
 
@@ -34,19 +36,15 @@ Weights StateBlock(const Weights& model, const Weights& state, const std::string
 }  // namespace
 
 bool ParseRule(std::string_view text, Rule* rule) {
-  if (text == "mean") *rule = Rule::kMean;
-  else if (text == "median") *rule = Rule::kMedian;
-  else if (text == "trimmed_mean") *rule = Rule::kTrimmedMean;
-  else return false;
-  return true;
+  static constexpr NameTable<Rule, 3> kRules = {
+      {{"mean", Rule::kMean}, {"median", Rule::kMedian}, {"trimmed_mean", Rule::kTrimmedMean}}};
+  return FromName(kRules, text, rule);
 }
 
 bool ParseOuter(std::string_view text, Outer* outer) {
-  if (text == "fedavg") *outer = Outer::kFedAvg;
-  else if (text == "nesterov") *outer = Outer::kNesterov;
-  else if (text == "adam") *outer = Outer::kAdam;
-  else return false;
-  return true;
+  static constexpr NameTable<Outer, 3> kOuters = {
+      {{"fedavg", Outer::kFedAvg}, {"nesterov", Outer::kNesterov}, {"adam", Outer::kAdam}}};
+  return FromName(kOuters, text, outer);
 }
 
 Verdicts CheckDeltas(const Weights& model, const std::vector<Delta>& deltas, const CheckSpec& spec) {

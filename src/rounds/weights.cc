@@ -7,6 +7,8 @@
 #include <limits>
 #include <set>
 
+#include "common/names.h"
+
 namespace claw::rounds {
 namespace {
 
@@ -46,22 +48,11 @@ Tensor Int8Tensor(const Named& n, float* scale, std::vector<float>* decoded) {
 
 }  // namespace
 
-bool ParseCodec(std::string_view text, Codec* codec) {
-  if (text == "fp32") *codec = Codec::kF32;
-  else if (text == "fp16") *codec = Codec::kF16;
-  else if (text == "int8") *codec = Codec::kI8;
-  else return false;
-  return true;
-}
+constexpr NameTable<Codec, 3> kCodecs = {
+    {{"fp32", Codec::kF32}, {"fp16", Codec::kF16}, {"int8", Codec::kI8}}};
 
-std::string_view CodecName(Codec c) {
-  switch (c) {
-    case Codec::kF32: return "fp32";
-    case Codec::kF16: return "fp16";
-    case Codec::kI8: return "int8";
-  }
-  return "?";
-}
+bool ParseCodec(std::string_view text, Codec* codec) { return FromName(kCodecs, text, codec); }
+std::string_view CodecName(Codec c) { return NameOf(kCodecs, c); }
 
 tensors::TensorFile Encode(const Weights& w, Codec codec, Weights* residual) {
   tensors::TensorFile file;

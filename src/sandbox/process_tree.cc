@@ -12,10 +12,32 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <string>
 #include <unordered_map>
 
 namespace claw {
 namespace {
+
+#ifndef __APPLE__
+// The parent of a process that has not exited (a zombie's is gone but for
+// its parent's wait); false if it has, or is gone. From /proc/PID/stat:
+// "pid (comm) state ppid ...", where comm may hold spaces and parentheses.
+bool LiveParent(const char* pid, pid_t* ppid) {
+  char path[64], buf[512];
+  std::snprintf(path, sizeof path, "/proc/%s/stat", pid);
+  FILE* f = std::fopen(path, "re");
+  if (!f) return false;
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  const char* close = std::strrchr(buf, ')');
+  char state = 0;
+  int parent = 0;
+  if (!close || std::sscanf(close + 1, " %c %d", &state, &parent) != 2) return false;
+  *ppid = parent;
+  return state != 'Z' && state != 'X';
+}
+#endif
 
 // pid -> parent pid of every process.
 std::unordered_map<pid_t, pid_t> Parents() {
@@ -32,25 +54,11 @@ std::unordered_map<pid_t, pid_t> Parents() {
   }
 #else
   std::error_code ec;
-  char path[64], buf[512];
   for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
     const std::string name = e.path().filename();
     if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
-    std::snprintf(path, sizeof path, "/proc/%s/stat", name.c_str());
-    FILE* f = std::fopen(path, "re");
-    if (!f) continue;
-    size_t n = std::fread(buf, 1, sizeof buf - 1, f);
-    std::fclose(f);
-    buf[n] = '\0';
-    // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-    const char* close = std::strrchr(buf, ')');
-    if (!close) continue;
-    char state = 0;
-    int ppid = 0;
-    // Zombies are gone but for their parent's wait: not counted.
-    if (std::sscanf(close + 1, " %c %d", &state, &ppid) == 2 && state != 'Z' && state != 'X') {
-      parents[static_cast<pid_t>(std::atoi(name.c_str()))] = ppid;
-    }
+    pid_t ppid = 0;
+    if (LiveParent(name.c_str(), &ppid)) parents[static_cast<pid_t>(std::atoi(name.c_str()))] = ppid;
   }
 #endif
   return parents;
@@ -83,16 +91,8 @@ bool Alive(pid_t pid) {
   if (proc_pidinfo(pid, PROC_PIDTBSDINFO, 0, &info, sizeof info) != sizeof info) return false;
   return info.pbi_status != SZOMB;
 #else
-  char path[64], buf[512];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
-  FILE* f = std::fopen(path, "re");
-  if (!f) return false;
-  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
-  std::fclose(f);
-  buf[n] = '\0';
-  const char* close = std::strrchr(buf, ')');
-  char state = 0;
-  return close && std::sscanf(close + 1, " %c", &state) == 1 && state != 'Z' && state != 'X';
+  pid_t ppid = 0;
+  return LiveParent(std::to_string(pid).c_str(), &ppid);
 #endif
 }
 

@@ -105,10 +105,7 @@ bool HeldDeletedBytes(const std::vector<pid_t>& pids, dev_t dev, size_t max_entr
       std::error_code lec;
       fs::path target = fs::read_symlink(it->path(), lec);
       const std::string& t = target.native();
-      if (lec || t.size() < kDeleted.size() ||
-          t.compare(t.size() - kDeleted.size(), kDeleted.size(), kDeleted) != 0) {
-        continue;
-      }
+      if (lec || !std::string_view(t).ends_with(kDeleted)) continue;
       struct stat st;
       if (stat(it->path().c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 0 &&
           st.st_dev == dev) {
@@ -122,10 +119,7 @@ bool HeldDeletedBytes(const std::vector<pid_t>& pids, dev_t dev, size_t max_entr
         whole = false;
         break;
       }
-      if (line.size() < kDeleted.size() ||
-          line.compare(line.size() - kDeleted.size(), kDeleted.size(), kDeleted) != 0) {
-        continue;
-      }
+      if (!std::string_view(line).ends_with(kDeleted)) continue;
       unsigned long long start = 0, end = 0, offset = 0, inode = 0;
       unsigned maj = 0, min = 0;
       if (std::sscanf(line.c_str(), "%llx-%llx %*s %llx %x:%x %llu", &start, &end, &offset, &maj,

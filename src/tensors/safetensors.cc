@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/names.h"
+
 #include <algorithm>
 #include <cstring>
 #include <numeric>
@@ -9,10 +11,11 @@
 namespace claw::tensors {
 namespace {
 
+constexpr NameTable<DType, 3> kDTypes = {{{"F32", DType::kF32}, {"F16", DType::kF16}, {"I8", DType::kI8}}};
+
 Result<DType> ParseDType(std::string_view s) {
-  if (s == "F32") return DType::kF32;
-  if (s == "F16") return DType::kF16;
-  if (s == "I8") return DType::kI8;
+  DType t;
+  if (FromName(kDTypes, s, &t)) return t;
   return InvalidArgument("dtype " + std::string(s.substr(0, 16)) + " is not supported (F32, F16, I8)");
 }
 
@@ -98,14 +101,7 @@ Result<Entry> ParseEntry(const std::string& name, const nlohmann::json& j, const
 
 }  // namespace
 
-std::string_view DTypeName(DType t) {
-  switch (t) {
-    case DType::kF32: return "F32";
-    case DType::kF16: return "F16";
-    case DType::kI8: return "I8";
-  }
-  return "?";
-}
+std::string_view DTypeName(DType t) { return NameOf(kDTypes, t); }
 
 size_t DTypeSize(DType t) {
   switch (t) {
