@@ -6,6 +6,8 @@
 #include "apps/sweep.h"
 #include "apps/infer.h"
 #include "apps/train.h"
+#include "rounds/fedtrain_app.h"
+#include "rounds/round_app.h"
 
 namespace claw {
 
@@ -22,6 +24,9 @@ AppRegistry BuiltinApps() {
   std::map<std::string, const App*, std::less<>> inner;
   for (const std::string& name : r.Names()) inner[name] = r.Find(name);
   r.Register(std::make_unique<SweepApp>(std::move(inner)));
+  // Training in rounds: the job, and its rounds (which only its driver submits).
+  r.Register(std::make_unique<rounds::FedTrainApp>());
+  r.Register(std::make_unique<rounds::RoundApp>());
   return r;
 }
 

@@ -52,6 +52,9 @@ struct RunContext {
   // Where sandboxed tasks' scratch directories go (the worker's, emptied
   // when it starts); empty: the system's temporary directory.
   std::string scratch_dir;
+  // The contributor's local datasets by name (directories the agent's
+  // config names; they never leave the device). Null: none.
+  const std::map<std::string, std::string, std::less<>>* datasets = nullptr;
 };
 
 class App {
@@ -110,6 +113,31 @@ class App {
     return {};
   }
 
+  // Jobs that may end before every task is done (JobSpec::close_done,
+  // close_after): Merge then gets an empty output for each task that was
+  // cancelled or failed, and at least one done.
+  virtual bool ClosesEarly() const { return false; }
+
+  // Jobs that something beside the scheduler drives (round-based training:
+  // src/rounds/). Such a job may plan no tasks, and it ends only when its
+  // driver ends it (Scheduler::EndJob), never by its tasks.
+  virtual bool Driven() const { return false; }
+  // Apps whose jobs only the coordinator submits (a training job's rounds);
+  // users cannot.
+  virtual bool InternalOnly() const { return false; }
+
+  // For apps with files: checks a task's output before it is accepted,
+  // where the coordinator can read blobs (e.g. that a model delta has the
+  // model's shapes and finite values), once the files it names are there.
+  // It may amend the output with what only the coordinator can vouch for
+  // (`agent`, the one that sent it). An error makes the result a failure of
+  // the task that counts against the agent's reputation, and changes
+  // nothing else.
+  virtual Status CheckOutput(std::string_view /*task_params*/, std::string* /*output*/,
+                             const std::string& /*agent*/, const BlobDir& /*blobs*/) const {
+    return Status::Ok();
+  }
+
   // Blobs (content-addressed files, by SHA-256 hex; common/blobs.h), for
   // apps that read or write files:
   //   SpecInputBlobs  every blob a job spec names; the submitter must own each
@@ -127,6 +155,13 @@ class App {
   }
   virtual std::vector<std::string> OutputBlobs(std::string_view /*task_output*/) const {
     return {};
+  }
+  // Of TaskInputBlobs, those the agent must fetch given what its cache
+  // holds (a model it can rebuild from one it has and a small update need
+  // not travel). Run must then cope with what was fetched.
+  virtual std::vector<std::string> BlobsToFetch(std::string_view task_params,
+                                                const BlobDir& /*cache*/) const {
+    return TaskInputBlobs(task_params);
   }
 };
 

@@ -16,7 +16,8 @@ Result<JobSpec> ParseJobSpec(std::string_view json_text, const AppRegistry& apps
   FieldReader f(j, "spec");
   CLAW_RETURN_IF_ERROR(f.NoUnknownFields(
       {"app", "name", "params", "tasks", "seed", "priority", "max_attempts", "task_timeout_s",
-       "replication", "quorum", "max_replicas", "quorum_wait_s", "adaptive", "spot_check"}));
+       "replication", "quorum", "max_replicas", "quorum_wait_s", "adaptive", "spot_check",
+       "close_done", "close_after_s", "close_min"}));
   JobSpec spec;
   auto app = f.String("app", 64, std::nullopt);
   if (!app.ok()) return app.status();
@@ -64,6 +65,26 @@ Result<JobSpec> ParseJobSpec(std::string_view json_text, const AppRegistry& apps
   auto spot_check = f.Number("spot_check", 0.001, 1, 0.05);
   if (!spot_check.ok()) return spot_check.status();
   spec.spot_check = *spot_check;
+  auto close_done = f.Integer("close_done", 1, kMaxTasksPerJob, 0);
+  auto close_after = f.Integer("close_after_s", 1, 7 * 24 * 3600, 0);
+  auto close_min = f.Integer("close_min", 1, kMaxTasksPerJob, 1);
+  for (const Status* st : {&close_done.status(), &close_after.status(), &close_min.status()}) {
+    if (!st->ok()) return *st;
+  }
+  spec.close_done = static_cast<uint32_t>(*close_done);
+  spec.close_after = std::chrono::seconds(*close_after);
+  spec.close_min = static_cast<uint32_t>(*close_min);
+  if (spec.ClosesEarly() && !apps.Find(*app)->ClosesEarly()) {
+    return InvalidArgument(std::string("spec.") + (*close_done ? "close_done" : "close_after_s") +
+                           ": a " + *app + " job ends only when every task is done");
+  }
+  if (j.contains("close_min") && spec.close_after.count() == 0) {
+    return InvalidArgument("spec.close_min: only with close_after_s (how many must be done "
+                           "when the time is up)");
+  }
+  if (spec.close_done > 0 && spec.close_min > spec.close_done) {
+    return InvalidArgument("spec.close_min: more than close_done");
+  }
   spec.name = *name;
   spec.tasks = static_cast<uint32_t>(*tasks);
   spec.seed = *seed;
@@ -82,12 +103,19 @@ Result<PlannedJob> ParseAndPlanJob(std::string_view json_text, const AppRegistry
   if (!spec.ok()) return spec.status();
   auto tasks = apps.Find(spec->app)->Plan(*spec);
   if (!tasks.ok()) return tasks.status();
-  if (tasks->empty()) return InvalidArgument("spec: the job plans no tasks");
+  const App& app = *apps.Find(spec->app);
+  if (tasks->empty() && !app.Driven()) return InvalidArgument("spec: the job plans no tasks");
   if (tasks->size() > kMaxTasksPerJob) {
     return InvalidArgument("spec.tasks: " + std::to_string(tasks->size()) +
                            " tasks is more than the limit of " + std::to_string(kMaxTasksPerJob));
   }
   spec->tasks = static_cast<uint32_t>(tasks->size());
+  for (auto [field, n] : {std::pair{"close_done", spec->close_done}, {"close_min", spec->close_min}}) {
+    if (spec->ClosesEarly() && n > spec->tasks) {
+      return InvalidArgument(std::string("spec.") + field + ": " + std::to_string(n) +
+                             " is more than the job's " + std::to_string(spec->tasks) + " tasks");
+    }
+  }
   return PlannedJob{std::move(spec).value(), std::move(tasks).value()};
 }
 

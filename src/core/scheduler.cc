@@ -348,6 +348,14 @@ void Scheduler::FailTask(Job& job, uint32_t index, const std::string& reason, Ti
   task.state = TaskState::kFailed;
   job.failed++;
   RecordTask(job, index);
+  // A job that closes early goes on while enough of its tasks still may be
+  // done; its merge leaves the failed one out.
+  uint32_t need = job.spec.close_after.count() > 0 ? job.spec.close_min : job.spec.close_done;
+  if (job.spec.ClosesEarly() &&
+      job.tasks.size() - job.failed - job.cancelled >= std::max<uint32_t>(need, 1)) {
+    MaybeFinish(job, now);
+    return;
+  }
   FinishJob(job, JobState::kFailed, "",
             "task " + std::to_string(index) + " failed " + std::to_string(task.attempts) +
                 " times; last: " + reason,
@@ -387,7 +395,28 @@ bool Scheduler::LeaseReturned(const AgentId& agent_id, LeaseId lease, Time now) 
   return true;
 }
 
+bool Scheduler::ResultRejected(const AgentId& agent_id, LeaseId lease, const std::string& reason,
+                               Time now) {
+  auto it = leases_.find(lease);
+  if (it == leases_.end() || it->second.agent->id != agent_id) return false;
+  Agent* agent = it->second.agent;
+  Lease l = EndLease(lease);
+  FailTask(*l.job, l.index, "its result was refused: " + reason, now);
+  Judge(*agent, false, lease, now);
+  return true;
+}
+
+void Scheduler::CountWrongAnswer(const AgentId& agent_id, Time now) {
+  Judge(AgentFor(agent_id), false, 0, now);
+}
+
 void Scheduler::Tick(Time now) {
+  while (!close_times_.empty() && close_times_.begin()->first <= now) {
+    Job* job = close_times_.begin()->second;
+    close_times_.erase(close_times_.begin());
+    if (ShouldClose(*job, now)) Close(*job, now);
+    // Otherwise it closes as soon as close_min are done (MaybeFinish).
+  }
   while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
     LeaseId id = deadlines_.begin()->second;
     Lease l = EndLease(id);
@@ -414,6 +443,9 @@ std::optional<Time> Scheduler::NextWakeup() const {
     if (!t || o < *t) t = o;
   }
   if (!tie_waits_.empty() && (!t || next_tie_check_ < *t)) t = next_tie_check_;
+  if (!close_times_.empty() && (!t || close_times_.begin()->first < *t)) {
+    t = close_times_.begin()->first;
+  }
   return t;
 }
 

@@ -220,6 +220,10 @@ class Scheduler {
   Status AddJob(const JobId& id, const std::string& owner, PlannedJob job, Time now);
   // FailedPrecondition if the job already ended; NotFound if unknown.
   Status CancelJob(const JobId& id, Time now);
+  // Ends a driven job (App::Driven) as its driver decided. FailedPrecondition
+  // if it already ended or is not driven; NotFound if unknown.
+  Status EndJob(const JobId& id, JobState state, std::string result_json, std::string error,
+                Time now);
 
   // An agent's session opened. `held` lists the leases it still runs or has
   // results for; its other leases are re-issued. Returns held leases that are
@@ -254,6 +258,13 @@ class Scheduler {
                                            Time now);
   // A task failed on the agent. Returns false if the lease was not the agent's.
   bool TaskFailed(const AgentId& agent, LeaseId lease, const std::string& reason, Time now);
+  // The agent's result failed the app's check (App::CheckOutput): the task
+  // failed, and the agent's reputation counts a wrong answer. Returns false
+  // if the lease was not the agent's.
+  bool ResultRejected(const AgentId& agent, LeaseId lease, const std::string& reason, Time now);
+  // A result accepted earlier proved wrong later (a training delta that an
+  // aggregation rule refused): the agent's reputation counts a wrong answer.
+  void CountWrongAnswer(const AgentId& agent, Time now);
   // The agent's session says it still holds these tasks: their leases last
   // another min_lease from now, but never past the job's task_timeout from
   // their grant or, for those also in `started` (a worker runs them now),
@@ -350,6 +361,11 @@ class Scheduler {
   // Puts a done task back to pending (a revoked result).
   void Unsettle(Job& job, uint32_t index);
   void MergeJob(Job& job, Time now);
+  // Whether a job that closes early (JobSpec::close_done, close_after) has
+  // what it needs to close now.
+  bool ShouldClose(const Job& job, Time now) const;
+  // Cancels what is still out of the job; MaybeFinish then merges it.
+  void Close(Job& job, Time now);
   void FailTask(Job& job, uint32_t index, const std::string& reason, Time now);
   void FinishJob(Job& job, JobState state, std::string result_json, std::string error, Time now);
   void StopAllLeases(Job& job);
@@ -369,7 +385,8 @@ class Scheduler {
     bool operator()(const Agent* a, const Agent* b) const;
   };
   std::set<Agent*, ById> wanting_;  // connected agents with demand > 0, in id order
-  std::set<std::pair<Time, Agent*>> orphans_;  // disconnected agents holding leases
+  std::set<std::pair<Time, Agent*>> orphans_;
+  std::set<std::pair<Time, Job*>> close_times_;  // running jobs with a close_after  // disconnected agents holding leases
   // Tasks whose answers disagree, waiting for a tie-breaker, with when an
   // agent that could break the tie was last connected.
   std::map<std::pair<JobId, uint32_t>, Time> tie_waits_;

@@ -53,6 +53,10 @@ Status Scheduler::Restore(RecoveredState state, Time now) {
       job->record.task_runtime_us += task.runtime_us;
     }
     if (task.state == TaskState::kFailed) job->failed++;
+    if (task.state == TaskState::kCancelled) {
+      job->cancelled++;
+      job->closed = true;
+    }
   }
   for (auto& l : state.leases) {
     Job* job = FindJob(l.job);
@@ -120,6 +124,9 @@ Status Scheduler::Restore(RecoveredState state, Time now) {
       }
     }
     MarkRunnable(*job);
+    if (job->spec.close_after.count() > 0) {
+      close_times_.emplace(job->record.created + job->spec.close_after, job);
+    }
     MaybeFinish(*job, now);  // it may have crashed before the merge
   }
   return Status::Ok();
@@ -163,6 +170,7 @@ Status Scheduler::AddJob(const JobId& id, const std::string& owner, PlannedJob p
   job_order_.push_back(raw);
   jobs_.emplace(id, std::move(job));
   MarkRunnable(*raw);
+  if (raw->spec.close_after.count() > 0) close_times_.emplace(now + raw->spec.close_after, raw);
   return Status::Ok();
 }
 
@@ -174,6 +182,19 @@ Status Scheduler::CancelJob(const JobId& id, Time now) {
                               JobStateName(job->record.state) + ")");
   }
   FinishJob(*job, JobState::kCancelled, "", "cancelled by request", now);
+  return Status::Ok();
+}
+
+Status Scheduler::EndJob(const JobId& id, JobState state, std::string result_json,
+                         std::string error, Time now) {
+  Job* job = FindJob(id);
+  if (!job) return NotFound("no job " + id);
+  if (!job->app->Driven()) return FailedPrecondition("job " + id + " is not a driven job");
+  if (IsFinal(job->record.state)) {
+    return FailedPrecondition("job " + id + " has already ended (" +
+                              JobStateName(job->record.state) + ")");
+  }
+  FinishJob(*job, state, std::move(result_json), std::move(error), now);
   return Status::Ok();
 }
 
@@ -218,6 +239,9 @@ void Scheduler::FinishJob(Job& job, JobState state, std::string result_json, std
   job.record.result_json = std::move(result_json);
   job.record.error = std::move(error);
   MarkRunnable(job);
+  if (job.spec.close_after.count() > 0) {
+    close_times_.erase({job.record.created + job.spec.close_after, &job});
+  }
   batch_.job_updates.push_back(
       JobUpdate{job.record.id, state, now, job.record.result_json, job.record.error,
                 job.record.task_runtime_us, job.record.n_tasks});
@@ -231,7 +255,9 @@ void Scheduler::FinishJob(Job& job, JobState state, std::string result_json, std
 void Scheduler::MergeJob(Job& job, Time now) {
   std::vector<std::string_view> outputs;
   outputs.reserve(job.tasks.size());
-  for (const Task& t : job.tasks) outputs.push_back(t.output);
+  for (const Task& t : job.tasks) {  // cancelled and failed: empty (App::ClosesEarly)
+    outputs.push_back(t.state == TaskState::kDone ? std::string_view(t.output) : std::string_view());
+  }
   auto merged = job.app->Merge(job.spec, outputs);
   if (merged.ok()) {
     // The job's owner may read the files its tasks made.
@@ -273,8 +299,47 @@ void Scheduler::Grow(Job& job, uint32_t settled) {
   notices_.jobs_changed.insert(job.record.id);
 }
 
+bool Scheduler::ShouldClose(const Job& job, Time now) const {
+  if (job.closed || !job.spec.ClosesEarly() || job.record.state != JobState::kRunning) return false;
+  if (job.spec.close_done > 0 && job.done >= job.spec.close_done) return true;
+  return job.spec.close_after.count() > 0 && now >= job.record.created + job.spec.close_after &&
+         job.done >= job.spec.close_min;
+}
+
+void Scheduler::Close(Job& job, Time now) {
+  job.closed = true;
+  pending_total_ -= job.pending.size();
+  job.pending.clear();  // only unsettled tasks wait there
+  for (uint32_t i = 0; i < job.tasks.size(); ++i) {
+    Task& task = job.tasks[i];
+    task.queued = 0;
+    if (Settled(task.state)) continue;
+    for (LeaseId id : std::vector<LeaseId>(task.leases)) {
+      Lease l = EndLease(id);
+      if (l.agent->connected) notices_.cancels[l.agent->id].push_back(id);
+    }
+    std::vector<ReplicaResult>().swap(task.results);
+    task.state = TaskState::kCancelled;
+    job.cancelled++;
+    RecordTask(job, i);
+  }
+  MarkRunnable(job);
+  notices_.jobs_changed.insert(job.record.id);
+  MaybeFinish(job, now);
+}
+
 void Scheduler::MaybeFinish(Job& job, Time now) {
-  if (job.record.state != JobState::kRunning || job.done != job.tasks.size()) return;
+  if (job.record.state != JobState::kRunning || job.app->Driven()) return;
+  if (ShouldClose(job, now)) {
+    Close(job, now);  // calls back here, closed
+    return;
+  }
+  // A job that closes early also ends when nothing more can come: every
+  // task settled, one at least done.
+  bool complete = job.closed || job.spec.ClosesEarly()
+                      ? job.done + job.failed + job.cancelled == job.tasks.size() && job.done > 0
+                      : job.done == job.tasks.size();
+  if (!complete) return;
   // One task per agent: the one it answered last. Passing that check
   // vouches for its earlier answers too (Judge).
   std::map<Agent*, uint32_t> to_check;

@@ -36,7 +36,10 @@ struct Scheduler::Task {
   LeaseId unchecked_lease = 0;         // ... given on this lease
 };
 
-inline bool Settled(TaskState s) { return s == TaskState::kDone || s == TaskState::kFailed; }
+// Done, failed, or cancelled when its job closed early: nothing more runs.
+inline bool Settled(TaskState s) {
+  return s == TaskState::kDone || s == TaskState::kFailed || s == TaskState::kCancelled;
+}
 
 struct Scheduler::Job {
   JobRecord record;
@@ -48,6 +51,8 @@ struct Scheduler::Job {
   uint32_t done = 0;
   uint32_t leased = 0;
   uint32_t failed = 0;
+  uint32_t cancelled = 0;  // when it closed early
+  bool closed = false;     // closed early: what is still out was cancelled
   uint64_t seq = 0;
   bool runnable = false;
   std::unordered_set<LeaseId> leases;

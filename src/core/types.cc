@@ -34,6 +34,11 @@ nlohmann::json JobSpec::ToJson() const {
                       {"adaptive", adaptive},
                       {"spot_check", spot_check}};
   if (!name.empty()) j["name"] = name;
+  if (close_done > 0) j["close_done"] = close_done;
+  if (close_after.count() > 0) {
+    j["close_after_s"] = close_after.count() / 1'000'000;
+    j["close_min"] = close_min;
+  }
   return j;
 }
 

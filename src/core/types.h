@@ -51,6 +51,14 @@ struct JobSpec {
   // (docs/security.md says what that buys against a liar).
   bool adaptive = true;
   double spot_check = 0.05;
+  // Closing early (apps that merge what is done: App::ClosesEarly). The job
+  // ends when `close_done` of its tasks are done, or, once `close_after` has
+  // passed since it was created, as soon as `close_min` are; the tasks still
+  // out are cancelled and their late results are stale. 0: no such rule.
+  uint32_t close_done = 0;
+  Duration close_after{0};
+  uint32_t close_min = 1;
+  bool ClosesEarly() const { return close_done > 0 || close_after.count() > 0; }
 
   nlohmann::json ToJson() const;
 };

@@ -19,8 +19,11 @@ struct MlApi {
   Result<Predictions> (*predict)(const std::string& checkpoint_path, const std::string& images,
                                  const std::string& labels, size_t begin, size_t end, int threads);
   Result<size_t> (*count_images)(const std::string& images);
+  Result<rounds::Weights> (*init_model)(const Arch& arch, uint64_t seed);
+  Result<RoundOutcome> (*train_round)(const RoundConfig& config);
+  Result<std::string> (*checkpoint_of)(const Arch& arch, const rounds::Weights& weights);
 };
-inline constexpr int kMlApiVersion = 1;
+inline constexpr int kMlApiVersion = 2;
 
 // The library's entry points. FailedPrecondition saying where it looked and
 // why it failed when it cannot be loaded (e.g. an agent without libtorch).

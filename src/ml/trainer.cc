@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -335,12 +336,201 @@ Result<Predictions> Predict(const std::string& checkpoint_path, const std::strin
   return p;
 }
 
+// ---- round-based training ---------------------------------------------------
+
+namespace {
+
+Result<Shape> ShapeOf(const Arch& a) {
+  TrainConfig c;
+  c.model = a.model;
+  c.width = a.width;
+  c.layers = a.layers;
+  c.dropout = a.dropout;
+  CLAW_RETURN_IF_ERROR(CheckConfig(c));
+  return Shape{a.model == "mlp" ? 0 : 1, a.width, a.layers, a.dropout};
+}
+
+rounds::Weights WeightsOf(Net& net) {
+  rounds::Weights w;
+  for (const auto& p : net->named_parameters()) {
+    rounds::Named n;
+    n.name = p.key();
+    n.shape = p.value().sizes().vec();
+    torch::Tensor t = p.value().detach().contiguous();
+    n.values.assign(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());
+    w.push_back(std::move(n));
+  }
+  std::sort(w.begin(), w.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  return w;
+}
+
+// InvalidArgument naming the first tensor that is missing, extra or shaped
+// otherwise than the model's.
+Status LoadWeights(Net& net, const rounds::Weights& w) {
+  auto params = net->named_parameters();
+  std::map<std::string, const rounds::Named*> given;
+  for (const auto& n : w) given[n.name] = &n;
+  torch::NoGradGuard no_grad;
+  for (auto& p : params) {
+    auto it = given.find(p.key());
+    if (it == given.end()) return InvalidArgument("model: no tensor " + p.key());
+    const rounds::Named& n = *it->second;
+    if (n.shape != p.value().sizes().vec() ||
+        n.values.size() != static_cast<size_t>(p.value().numel())) {
+      return InvalidArgument("model: tensor " + n.name + " has another shape than the model's");
+    }
+    p.value().copy_(torch::from_blob(const_cast<float*>(n.values.data()), p.value().sizes(),
+                                     torch::kFloat32));
+    given.erase(it);
+  }
+  if (!given.empty()) return InvalidArgument("model: tensor " + given.begin()->first + " is not the model's");
+  return Status::Ok();
+}
+
+// Fisher-Yates with mt19937_64 (whose output the standard fixes), so that
+// every platform cuts the same shards and draws the same batches.
+void Shuffle(std::vector<int64_t>& v, std::mt19937_64& rng) {
+  for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[rng() % i]);
+}
+
+Result<std::vector<int64_t>> ShardIndices(const Split& train, const ShardSpec& s) {
+  int64_t n = train.images.size(0);
+  if (s.shards == 0 || s.shard >= s.shards || s.shards > static_cast<size_t>(n)) {
+    return InvalidArgument("shard " + std::to_string(s.shard) + " of " + std::to_string(s.shards) +
+                           ": not a shard of " + std::to_string(n) + " images");
+  }
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
+  if (s.split == "by_label") {
+    auto labels = train.labels.accessor<int64_t, 1>();
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return labels[a] < labels[b]; });
+  } else if (s.split == "iid") {
+    std::mt19937_64 rng(s.data_seed);
+    Shuffle(order, rng);
+  } else {
+    return InvalidArgument("split: iid or by_label");
+  }
+  size_t begin = s.shard * order.size() / s.shards, end = (s.shard + 1) * order.size() / s.shards;
+  return std::vector<int64_t>(order.begin() + static_cast<ptrdiff_t>(begin),
+                              order.begin() + static_cast<ptrdiff_t>(end));
+}
+
+}  // namespace
+
+Result<rounds::Weights> InitModel(const Arch& arch, uint64_t seed) {
+  auto shape = ShapeOf(arch);
+  if (!shape.ok()) return shape.status();
+  torch::manual_seed(seed);
+  Net net(*shape);
+  return WeightsOf(net);
+}
+
+Result<std::string> CheckpointOf(const Arch& arch, const rounds::Weights& weights) {
+  auto shape = ShapeOf(arch);
+  if (!shape.ok()) return shape.status();
+  Net net(*shape);
+  CLAW_RETURN_IF_ERROR(LoadWeights(net, weights));
+  torch::serialize::OutputArchive ar;
+  net->save(ar);
+  SaveShape(ar, *shape, 0);
+  std::ostringstream bytes;
+  ar.save_to(bytes);
+  return bytes.str();
+}
+
+Result<RoundOutcome> TrainRound(const RoundConfig& c) {
+  auto shape = ShapeOf(c.arch);
+  if (!shape.ok()) return shape.status();
+  if (c.steps < 0 || c.batch < 1 || c.threads < 1) return InvalidArgument("steps, batch, threads");
+  if (c.optimizer != "adamw" && c.optimizer != "sgd") return InvalidArgument("optimizer: adamw or sgd");
+  torch::set_num_threads(c.threads);
+  Net net(*shape);
+  CLAW_RETURN_IF_ERROR(LoadWeights(net, c.start));
+  RoundOutcome out;
+  if (c.eval_end > c.eval_begin) {
+    auto test = LoadSplit(c.data.test_images, c.data.test_labels, 0);
+    if (!test.ok()) return test.status();
+    int64_t n = test->images.size(0);
+    if (static_cast<int64_t>(c.eval_end) > n) {
+      return InvalidArgument("eval: images [" + std::to_string(c.eval_begin) + ", " +
+                             std::to_string(c.eval_end) + ") are outside the " +
+                             std::to_string(n) + " test images");
+    }
+    torch::NoGradGuard no_grad;
+    net->eval();
+    for (int64_t at = static_cast<int64_t>(c.eval_begin); at < static_cast<int64_t>(c.eval_end);
+         at += 1000) {
+      int64_t len = std::min<int64_t>(1000, static_cast<int64_t>(c.eval_end) - at);
+      auto logits = net->forward(test->images.narrow(0, at, len));
+      auto y = test->labels.narrow(0, at, len);
+      out.eval_loss_sum += torch::nn::functional::cross_entropy(
+                               logits, y,
+                               torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                               .item<double>();
+      out.eval_correct += logits.argmax(1).eq(y).sum().item<int64_t>();
+    }
+    out.eval_count = static_cast<int64_t>(c.eval_end - c.eval_begin);
+    net->train();
+  }
+  if (c.steps == 0) return out;
+
+  auto train = LoadSplit(c.data.train_images, c.data.train_labels, c.shard.limit);
+  if (!train.ok()) return train.status();
+  auto shard = ShardIndices(*train, c.shard);
+  if (!shard.ok()) return shard.status();
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  if (c.optimizer == "adamw") {
+    optimizer = std::make_unique<torch::optim::AdamW>(
+        net->parameters(), torch::optim::AdamWOptions(c.lr).weight_decay(c.weight_decay));
+  } else {
+    optimizer = std::make_unique<torch::optim::SGD>(
+        net->parameters(),
+        torch::optim::SGDOptions(c.lr).momentum(c.momentum).weight_decay(c.weight_decay));
+  }
+  auto start = std::chrono::steady_clock::now();
+  torch::manual_seed(c.seed);  // dropout
+  std::mt19937_64 rng(c.seed);
+  std::vector<int64_t> order = *shard;
+  Shuffle(order, rng);
+  size_t at = 0;
+  double loss_sum = 0;
+  net->train();
+  for (int step = 0; step < c.steps; ++step) {
+    // Batches walk the shuffled shard, reshuffled after each pass.
+    std::vector<int64_t> idx;
+    idx.reserve(static_cast<size_t>(c.batch));
+    while (idx.size() < static_cast<size_t>(c.batch)) {
+      if (at == order.size()) {
+        Shuffle(order, rng);
+        at = 0;
+      }
+      idx.push_back(order[at++]);
+    }
+    auto ids = torch::from_blob(idx.data(), {static_cast<int64_t>(idx.size())}, torch::kInt64);
+    auto x = train->images.index_select(0, ids);
+    auto y = train->labels.index_select(0, ids);
+    optimizer->zero_grad();
+    auto loss = torch::nn::functional::cross_entropy(net->forward(x), y);
+    loss.backward();
+    optimizer->step();
+    loss_sum += loss.item<double>();
+  }
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out.train_loss = loss_sum / c.steps;
+  out.samples = static_cast<double>(c.steps) * c.batch;
+  out.weights = WeightsOf(net);
+  return out;
+}
+
 }  // namespace claw::ml
 
 // The library's one exported symbol (api.h; everything else is hidden).
 extern "C" __attribute__((visibility("default"))) const claw::ml::MlApi* claw_ml_api() {
   static const claw::ml::MlApi api{claw::ml::kMlApiVersion, &claw::ml::Train,
-                                   &claw::ml::Predict, &claw::ml::CountImages};
+                                   &claw::ml::Predict,         &claw::ml::CountImages,
+                                   &claw::ml::InitModel,       &claw::ml::TrainRound,
+                                   &claw::ml::CheckpointOf};
   return &api;
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "rounds/weights.h"  // the Named struct only: this library links no claw_rounds
 
 namespace claw::ml {
 
@@ -81,5 +82,62 @@ Result<size_t> CountImages(const std::string& images);
 // (labels optional). The checkpoint says which model it holds.
 Result<Predictions> Predict(const std::string& checkpoint_path, const std::string& images,
                             const std::string& labels, size_t begin, size_t end, int threads);
+
+// ---- round-based training (docs/adr/0007-training-in-rounds.md) ----------
+
+struct Arch {
+  std::string model = "cnn";  // as TrainConfig
+  int width = 32;
+  int layers = 2;
+  double dropout = 0.2;
+};
+
+// Which training images a task trains on: shard `shard` of `shards`, cut
+// from the first `limit` images (0: all) either at random (iid: one fixed
+// shuffle by `data_seed`, the same in every round) or by label (by_label:
+// the images sorted by label, then cut, so each shard sees few classes: a
+// non-IID split for experiments).
+struct ShardSpec {
+  size_t shard = 0;
+  size_t shards = 1;
+  std::string split = "iid";  // "iid" or "by_label"
+  uint64_t data_seed = 1;
+  size_t limit = 0;
+};
+
+struct RoundConfig {
+  Arch arch;
+  rounds::Weights start;  // the round's model (names and shapes as the arch's)
+  DatasetFiles data;      // test files only needed for the evaluation
+  ShardSpec shard;
+  int steps = 0;          // inner steps (0: evaluate only)
+  int batch = 64;
+  std::string optimizer = "adamw";  // "adamw" or "sgd" (with momentum); fresh each round
+  double lr = 1e-3;
+  double momentum = 0.9;
+  double weight_decay = 0;
+  uint64_t seed = 1;      // the batches' order and dropout
+  int threads = 1;
+  // Evaluate `start` on test images [eval_begin, eval_end) first (none if
+  // equal).
+  size_t eval_begin = 0, eval_end = 0;
+};
+
+struct RoundOutcome {
+  rounds::Weights weights;  // after the steps (empty when steps is 0)
+  double samples = 0;       // images trained on (steps × batch)
+  double train_loss = 0;    // mean over the steps
+  double eval_loss_sum = 0;
+  int64_t eval_correct = 0, eval_count = 0;
+  double seconds = 0;       // of training
+};
+
+// The arch's initial weights for a seed, by name (libtorch's own init).
+Result<rounds::Weights> InitModel(const Arch& arch, uint64_t seed);
+// InvalidArgument naming what is wrong (weights that do not fit the arch,
+// a shard outside the data, unreadable files).
+Result<RoundOutcome> TrainRound(const RoundConfig& config);
+// A checkpoint (as TrainOutcome's, for Predict) of `weights` for the arch.
+Result<std::string> CheckpointOf(const Arch& arch, const rounds::Weights& weights);
 
 }  // namespace claw::ml

@@ -35,17 +35,15 @@ Weights StateBlock(const Weights& model, const Weights& state, const std::string
 
 }  // namespace
 
-bool ParseRule(std::string_view text, Rule* rule) {
-  static constexpr NameTable<Rule, 3> kRules = {
-      {{"mean", Rule::kMean}, {"median", Rule::kMedian}, {"trimmed_mean", Rule::kTrimmedMean}}};
-  return FromName(kRules, text, rule);
-}
+constexpr NameTable<Rule, 3> kRules = {
+    {{"mean", Rule::kMean}, {"median", Rule::kMedian}, {"trimmed_mean", Rule::kTrimmedMean}}};
+constexpr NameTable<Outer, 3> kOuters = {
+    {{"fedavg", Outer::kFedAvg}, {"nesterov", Outer::kNesterov}, {"adam", Outer::kAdam}}};
 
-bool ParseOuter(std::string_view text, Outer* outer) {
-  static constexpr NameTable<Outer, 3> kOuters = {
-      {{"fedavg", Outer::kFedAvg}, {"nesterov", Outer::kNesterov}, {"adam", Outer::kAdam}}};
-  return FromName(kOuters, text, outer);
-}
+bool ParseRule(std::string_view text, Rule* rule) { return FromName(kRules, text, rule); }
+std::string_view RuleName(Rule rule) { return NameOf(kRules, rule); }
+bool ParseOuter(std::string_view text, Outer* outer) { return FromName(kOuters, text, outer); }
+std::string_view OuterName(Outer outer) { return NameOf(kOuters, outer); }
 
 Verdicts CheckDeltas(const Weights& model, const std::vector<Delta>& deltas, const CheckSpec& spec) {
   Verdicts v;

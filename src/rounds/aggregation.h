@@ -25,6 +25,7 @@ namespace claw::rounds {
 
 enum class Rule { kMean, kMedian, kTrimmedMean };
 bool ParseRule(std::string_view text, Rule* rule);  // "mean", "median", "trimmed_mean"
+std::string_view RuleName(Rule rule);
 
 struct CheckSpec {
   double max_norm = 0;      // 0: no absolute bound
@@ -56,6 +57,7 @@ Weights Combine(const std::vector<Delta>& deltas, const std::vector<size_t>& use
 
 enum class Outer { kFedAvg, kNesterov, kAdam };
 bool ParseOuter(std::string_view text, Outer* outer);  // "fedavg", "nesterov", "adam"
+std::string_view OuterName(Outer outer);
 
 struct OuterSpec {
   Outer kind = Outer::kFedAvg;

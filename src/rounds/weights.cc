@@ -190,4 +190,24 @@ size_t ParameterCount(const Weights& w) {
   return n;
 }
 
+std::string ModelBytes(const Weights& w) {
+  return tensors::WriteSafetensors(Encode(w, Codec::kF32));
+}
+
+Result<Weights> ReadWeights(std::string_view bytes) {
+  auto file = tensors::ParseSafetensors(bytes);
+  if (!file.ok()) return file.status();
+  return Decode(*file);
+}
+
+Weights Rebuild(const Weights& prev, const Weights& update) {
+  Weights out = prev;
+  for (size_t t = 0; t < out.size(); ++t) {
+    std::vector<float>& v = out[t].values;
+    const std::vector<float>& u = update[t].values;
+    for (size_t i = 0; i < v.size(); ++i) v[i] = v[i] + u[i];
+  }
+  return out;
+}
+
 }  // namespace claw::rounds

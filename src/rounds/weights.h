@@ -61,4 +61,14 @@ Weights ZerosLike(const Weights& w);
 
 size_t ParameterCount(const Weights& w);
 
+// A model's file: fp32 safetensors, names sorted (equal weights, equal
+// bytes, equal blob hash on every machine).
+std::string ModelBytes(const Weights& w);
+// The weights of a safetensors file's bytes (any codec). InvalidArgument
+// naming what is wrong.
+Result<Weights> ReadWeights(std::string_view bytes);
+// The next model from the last and a decoded update: prev + update, value
+// by value (same shapes), computed identically everywhere.
+Weights Rebuild(const Weights& prev, const Weights& update);
+
 }  // namespace claw::rounds

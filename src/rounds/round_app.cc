@@ -1,0 +1,398 @@
+#include "rounds/round_app.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include "common/blobs.h"
+#include "ml/api.h"
+#include "rounds/training_spec.h"
+
+namespace claw::rounds {
+namespace {
+
+using nlohmann::json;
+
+const char* const kDatasetFiles[] = {"train_images", "train_labels", "test_images", "test_labels"};
+// The file names of the Fashion-MNIST distribution, for local datasets
+// (gzipped or not).
+const char* const kLocalFiles[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                                   "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
+
+// A task's seed from the job's, the round's and its own (SplitMix64).
+uint64_t Mix(uint64_t seed, uint64_t round, uint64_t task) {
+  uint64_t z = seed ^ (round * 0x9E3779B97F4A7C15ULL) ^ (task * 0xBF58476D1CE4E5B9ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+std::string Str(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+ml::Arch ArchOf(const json& a) {
+  ml::Arch arch;
+  arch.model = a.value("model", "cnn");
+  arch.width = a.value("width", 32);
+  arch.layers = a.value("layers", 2);
+  arch.dropout = a.value("dropout", 0.2);
+  return arch;
+}
+
+json FileEntry(const std::string& path, const std::string& hash, size_t size) {
+  return {{"path", path}, {"sha256", hash}, {"size", size}};
+}
+
+// The files of the task's dataset: its blobs, or the agent's own directory.
+Result<ml::DatasetFiles> DataOf(const json& p, const RunContext& ctx) {
+  std::string paths[4];
+  if (p.contains("dataset")) {
+    for (int i = 0; i < 4; ++i) {
+      std::string h = Str(p["dataset"], kDatasetFiles[i]);
+      if (!ctx.blobs->Has(h)) return FailedPrecondition(std::string("dataset.") + kDatasetFiles[i] + ": not fetched");
+      paths[i] = ctx.blobs->PathOf(h);
+    }
+  } else {
+    std::string name = Str(p, "local_dataset");
+    if (!ctx.datasets || !ctx.datasets->count(name)) {
+      return FailedPrecondition("local dataset '" + name + "': this agent has none of that name");
+    }
+    const std::string& dir = ctx.datasets->at(name);
+    for (int i = 0; i < 4; ++i) {
+      std::string base = dir + "/" + kLocalFiles[i];
+      std::error_code ec;
+      if (std::filesystem::is_regular_file(base + ".gz", ec)) {
+        paths[i] = base + ".gz";
+      } else if (std::filesystem::is_regular_file(base, ec)) {
+        paths[i] = base;
+      } else {
+        return FailedPrecondition("local dataset '" + name + "': no " + kLocalFiles[i] +
+                                  "[.gz] in its directory");
+      }
+    }
+  }
+  return ml::DatasetFiles{paths[0], paths[1], paths[2], paths[3]};
+}
+
+// The round's model, rebuilt from the one before and the update when this
+// agent has those rather than the model itself (BlobsToFetch).
+Result<Weights> ModelOf(const json& p, const BlobDir& blobs) {
+  std::string model = Str(p, "model"), base = Str(p, "base"), update = Str(p, "update");
+  constexpr uint64_t kMax = uint64_t{16} << 30;
+  if (!blobs.Has(model)) {
+    if (base.empty() || !blobs.Has(base) || !blobs.Has(update)) {
+      return FailedPrecondition("model " + model + ": not fetched");
+    }
+    auto prev_bytes = ReadBlob(blobs, base, kMax);
+    auto update_bytes = ReadBlob(blobs, update, kMax);
+    if (!prev_bytes.ok()) return prev_bytes.status();
+    if (!update_bytes.ok()) return update_bytes.status();
+    auto prev = ReadWeights(*prev_bytes);
+    auto upd = ReadWeights(*update_bytes);
+    if (!prev.ok()) return prev.status();
+    if (!upd.ok()) return Status(upd.status().code(), "update: " + upd.status().message());
+    CLAW_RETURN_IF_ERROR(SameShapes(*prev, *upd));
+    Weights next = Rebuild(*prev, *upd);
+    auto hash = blobs.Put(ModelBytes(next));
+    if (!hash.ok()) return hash.status();
+    if (*hash != model) {
+      return Internal("the model rebuilt from " + base + " and update " + update + " is " + *hash +
+                      ", not " + model);
+    }
+    return next;
+  }
+  auto bytes = ReadBlob(blobs, model, kMax);
+  if (!bytes.ok()) return bytes.status();
+  return ReadWeights(*bytes);
+}
+
+Result<std::string> RunTrainOrEval(const json& p, const RunContext& ctx, const ml::MlApi& ml) {
+  std::string kind = Str(p, "kind");
+  auto start = ModelOf(p, *ctx.blobs);
+  if (!start.ok()) return start.status();
+  auto data = DataOf(p, ctx);
+  if (!data.ok()) return data.status();
+  ml::RoundConfig c;
+  c.arch = ArchOf(p["arch"]);
+  c.start = *start;
+  c.data = *data;
+  const json& inner = p["inner"];
+  c.steps = kind == "train" ? inner.value("steps", 0) : 0;
+  c.batch = inner.value("batch", 64);
+  c.optimizer = inner.value("optimizer", "adamw");
+  c.lr = inner.value("lr", 1e-3);
+  c.momentum = inner.value("momentum", 0.9);
+  c.weight_decay = inner.value("weight_decay", 0.0);
+  c.seed = p.value("seed", uint64_t{1});
+  c.threads = p.value("threads", 1);
+  c.shard.shard = p.value("shard", size_t{0});
+  c.shard.shards = p.value("shards", size_t{1});
+  c.shard.split = p.value("split", "iid");
+  c.shard.data_seed = p.value("data_seed", uint64_t{1});
+  c.shard.limit = p.value("train_limit", size_t{0});
+  if (p.value("eval", false)) {
+    auto n = ml.count_images(c.data.test_images);
+    if (!n.ok()) return n.status();
+    size_t total = *n, limit = p.value("test_limit", size_t{0});
+    if (limit > 0) total = std::min(total, limit);
+    size_t task = p.value("task", size_t{0}), tasks = std::max<size_t>(1, p.value("tasks", size_t{1}));
+    c.eval_begin = task * total / tasks;
+    c.eval_end = (task + 1) * total / tasks;
+  }
+  auto r = ml.train_round(c);
+  if (!r.ok()) return r.status();
+  json out = {{"kind", kind},
+              {"round", p.value("round", 0)},
+              {"task", p.value("task", 0)},
+              {"eval", {{"loss_sum", r->eval_loss_sum}, {"correct", r->eval_correct},
+                        {"count", r->eval_count}}}};
+  json files = json::array();
+  if (kind == "train") {
+    if (!std::isfinite(r->train_loss)) return InvalidArgument("training diverged (loss not finite)");
+    AddScaled(&r->weights, *start, -1.0f);  // the delta
+    Codec codec = Codec::kI8;
+    ParseCodec(Str(p, "codec"), &codec);
+    std::string bytes = tensors::WriteSafetensors(Encode(r->weights, codec));
+    auto hash = ctx.blobs->Put(bytes);
+    if (!hash.ok()) return hash.status();
+    out["delta"] = *hash;
+    out["samples"] = r->samples;
+    out["train_loss"] = r->train_loss;
+    out["seconds"] = r->seconds;
+    files.push_back(FileEntry("delta.safetensors", *hash, bytes.size()));
+  } else if (p.value("task", 0) == 0) {  // eval: one checkpoint of the final model
+    auto ckpt = ml.checkpoint_of(c.arch, *start);
+    if (!ckpt.ok()) return ckpt.status();
+    auto hash = ctx.blobs->Put(*ckpt);
+    if (!hash.ok()) return hash.status();
+    files.push_back(FileEntry("model.pt", *hash, ckpt->size()));
+  }
+  out["files"] = files;
+  return out.dump();
+}
+
+}  // namespace
+
+Result<std::string> ReadBlob(const BlobDir& blobs, const std::string& hash, uint64_t max_bytes) {
+  auto size = blobs.Size(hash);
+  if (!size.ok()) return size.status();
+  if (*size > max_bytes) {
+    return ResourceExhausted("blob " + hash + ": " + std::to_string(*size) +
+                             " bytes is more than the limit of " + std::to_string(max_bytes));
+  }
+  std::string out;
+  out.reserve(*size);
+  CLAW_RETURN_IF_ERROR(blobs.Read(hash, [&](std::string_view chunk) {
+    out.append(chunk);
+    return out.size() <= max_bytes;
+  }));
+  return out;
+}
+
+Result<std::vector<TaskSpec>> RoundApp::Plan(const JobSpec& spec) const {
+  const json& p = spec.params;
+  auto training = ParseTrainingSpec(p.value("training", json()));
+  if (!training.ok()) return training.status();
+  const TrainingSpec& t = *training;
+  std::string kind = Str(p, "kind");
+  uint32_t round = p.value("round", 0u);
+  uint64_t seed = p.value("seed", uint64_t{1});
+  if (kind == "init") {
+    json task = {{"kind", "init"}, {"arch", t.arch}, {"seed", seed}};
+    return std::vector<TaskSpec>{{task.dump(), 1e9}};
+  }
+  if (kind != "train" && kind != "eval") return InvalidArgument("params.kind: init, train or eval");
+  if (!IsBlobHash(Str(p, "model"))) return InvalidArgument("params.model: must be a blob's SHA-256");
+  json common = {{"kind", kind},          {"round", round},
+                 {"arch", t.arch},        {"model", p["model"]},
+                 {"split", t.split},      {"shards", t.shards},
+                 {"train_limit", t.train_limit}, {"test_limit", t.test_limit},
+                 {"inner", t.ToJson()["inner"]}, {"codec", CodecName(t.codec)},
+                 {"threads", t.threads},  {"data_seed", Mix(seed, 0, 0)},
+                 {"eval", kind == "eval" || p.value("eval", false)}};
+  if (t.local_dataset.empty()) {
+    common["dataset"] = t.dataset;
+  } else {
+    common["local_dataset"] = t.local_dataset;
+  }
+  if (IsBlobHash(Str(p, "base")) && IsBlobHash(Str(p, "update"))) {
+    common["base"] = p["base"];
+    common["update"] = p["update"];
+  }
+  uint32_t tasks = kind == "train" ? t.TasksPerRound() : t.workers;
+  common["tasks"] = tasks;
+  double per_sample = t.arch.value("model", "cnn") == "cnn" ? 3e7 : 2e6;
+  double cost = kind == "train" ? per_sample * t.inner.steps * t.inner.batch : 1e10;
+  std::vector<TaskSpec> out;
+  out.reserve(tasks);
+  for (uint32_t i = 0; i < tasks; ++i) {
+    json task = common;
+    task["task"] = i;
+    task["shard"] = (uint64_t{round} * tasks + i) % t.shards;
+    task["seed"] = Mix(seed, round, i + 1);
+    out.push_back({task.dump(), cost});
+  }
+  return out;
+}
+
+Result<std::string> RoundApp::Run(std::string_view task_params, const RunContext& ctx) const {
+  json p = json::parse(task_params, nullptr, false);
+  if (!p.is_object()) return InvalidArgument("fedround task: params are not a JSON object");
+  if (!ctx.blobs) return FailedPrecondition("fedround task: this worker has no blob cache");
+  auto lib = ml::LoadMl();
+  if (!lib.ok()) return lib.status();
+  if (Str(p, "kind") == "init") {
+    auto w = (*lib)->init_model(ArchOf(p.value("arch", json::object())), p.value("seed", uint64_t{1}));
+    if (!w.ok()) return w.status();
+    std::string bytes = ModelBytes(*w);
+    auto hash = ctx.blobs->Put(bytes);
+    if (!hash.ok()) return hash.status();
+    json out = {{"kind", "init"},
+                {"model", *hash},
+                {"parameters", ParameterCount(*w)},
+                {"files", json::array({FileEntry("model.safetensors", *hash, bytes.size())})}};
+    return out.dump();
+  }
+  return RunTrainOrEval(p, ctx, **lib);
+}
+
+Status RoundApp::CheckOutput(std::string_view task_params, std::string* output,
+                             const std::string& agent, const BlobDir& blobs) const {
+  json p = json::parse(task_params, nullptr, false);
+  json o = json::parse(*output, nullptr, false);
+  if (!p.is_object() || !o.is_object()) return InvalidArgument("the output is not a JSON object");
+  std::string kind = Str(p, "kind");
+  if (Str(o, "kind") != kind) return InvalidArgument("the output is not of a " + kind + " task");
+  if (kind == "train") {
+    if (o.value("round", -1) != p.value("round", -2) || o.value("task", -1) != p.value("task", -2)) {
+      return InvalidArgument("the output is for another round or task");
+    }
+    auto model_bytes = ReadBlob(blobs, Str(p, "model"), uint64_t{16} << 30);
+    if (!model_bytes.ok()) return model_bytes.status();
+    auto model = ReadWeights(*model_bytes);
+    if (!model.ok()) return model.status();
+    // A delta is at most the model in fp32 with room for its header.
+    auto delta_bytes = ReadBlob(blobs, Str(o, "delta"), model_bytes->size() * 2 + (1 << 20));
+    if (!delta_bytes.ok()) return Status(delta_bytes.status().code(), "delta: " + delta_bytes.status().message());
+    auto delta = ReadWeights(*delta_bytes);
+    if (!delta.ok()) return Status(delta.status().code(), "delta: " + delta.status().message());
+    CLAW_RETURN_IF_ERROR(SameShapes(*model, *delta));
+    if (!std::isfinite(Norm(*delta))) return InvalidArgument("delta: a value is not finite");
+    double samples = o.value("samples", 0.0);
+    const json& inner = p["inner"];
+    double most = inner.value("steps", 0.0) * inner.value("batch", 0.0);
+    if (!(samples > 0 && samples <= most)) {
+      return InvalidArgument("samples: " + std::to_string(samples) + " is not in (0, " +
+                             std::to_string(most) + "], what the task may train on");
+    }
+  }
+  const json& e = o.value("eval", json::object());
+  if (e.is_object() && (e.value("correct", 0) < 0 || e.value("correct", 0) > e.value("count", 0))) {
+    return InvalidArgument("eval: more correct than evaluated");
+  }
+  o["agent"] = agent;
+  *output = o.dump();
+  return Status::Ok();
+}
+
+Result<json> RoundApp::Merge(const JobSpec& spec, const std::vector<std::string_view>& outputs) const {
+  json reports = json::array();
+  double loss_sum = 0;
+  int64_t correct = 0, count = 0;
+  json out = {{"kind", Str(spec.params, "kind")}, {"round", spec.params.value("round", 0)}};
+  for (std::string_view text : outputs) {
+    if (text.empty()) continue;  // cancelled when the round closed, or failed
+    json o = json::parse(text, nullptr, false);
+    if (!o.is_object()) return InvalidArgument("a fedround output is not JSON");
+    if (o.contains("eval") && o["eval"].is_object()) {
+      loss_sum += o["eval"].value("loss_sum", 0.0);
+      correct += o["eval"].value("correct", int64_t{0});
+      count += o["eval"].value("count", int64_t{0});
+    }
+    if (o.contains("model")) out["model"] = o["model"];
+    for (const auto& f : o.value("files", json::array())) {
+      if (f.value("path", "") == "model.pt") out["checkpoint"] = f;
+    }
+    json r = {{"task", o.value("task", 0)}, {"agent", o.value("agent", "")}};
+    for (const char* k : {"delta", "samples", "train_loss", "seconds"}) {
+      if (o.contains(k)) r[k] = o[k];
+    }
+    reports.push_back(std::move(r));
+  }
+  out["reports"] = std::move(reports);
+  if (count > 0) out["eval"] = {{"loss_sum", loss_sum}, {"correct", correct}, {"count", count}};
+  return out;
+}
+
+bool RoundApp::Equivalent(std::string_view, std::string_view a, std::string_view b) const {
+  return a == b;  // rounds run one replica each (spot checks of deltas: not yet)
+}
+
+Status RoundApp::Runnable() const { return ml::FindMl().status(); }
+
+std::vector<std::string> RoundApp::Needs(const JobSpec& spec) const {
+  std::vector<std::string> needs{"fedround"};
+  const json& t = spec.params.value("training", json::object());
+  if (t.is_object() && t.contains("local_dataset") && t["local_dataset"].is_string()) {
+    needs.push_back("dataset:" + t["local_dataset"].get<std::string>());
+  }
+  return needs;
+}
+
+std::vector<std::string> RoundApp::SpecInputBlobs(const JobSpec& spec) const {
+  std::vector<std::string> out;
+  for (const char* k : {"model", "base", "update"}) {
+    if (IsBlobHash(Str(spec.params, k))) out.push_back(Str(spec.params, k));
+  }
+  return out;
+}
+
+std::vector<std::string> RoundApp::TaskInputBlobs(std::string_view task_params) const {
+  json p = json::parse(task_params, nullptr, false);
+  std::vector<std::string> out;
+  if (!p.is_object()) return out;
+  for (const char* k : {"model", "base", "update"}) {
+    if (IsBlobHash(Str(p, k))) out.push_back(Str(p, k));
+  }
+  if (p.contains("dataset") && p["dataset"].is_object()) {
+    for (const char* name : kDatasetFiles) {
+      if (IsBlobHash(Str(p["dataset"], name))) out.push_back(Str(p["dataset"], name));
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> RoundApp::BlobsToFetch(std::string_view task_params,
+                                                const BlobDir& cache) const {
+  json p = json::parse(task_params, nullptr, false);
+  std::vector<std::string> out;
+  if (!p.is_object()) return out;
+  std::string model = Str(p, "model"), base = Str(p, "base"), update = Str(p, "update");
+  if (IsBlobHash(model) && !cache.Has(model)) {
+    // The update (small) where the model before it is here; else the model.
+    if (IsBlobHash(base) && IsBlobHash(update) && cache.Has(base)) {
+      out.push_back(update);
+    } else {
+      out.push_back(model);
+    }
+  }
+  if (p.contains("dataset") && p["dataset"].is_object()) {
+    for (const char* name : kDatasetFiles) {
+      if (IsBlobHash(Str(p["dataset"], name))) out.push_back(Str(p["dataset"], name));
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> RoundApp::OutputBlobs(std::string_view task_output) const {
+  json o = json::parse(task_output, nullptr, false);
+  std::vector<std::string> out;
+  if (!o.is_object() || !o.contains("files") || !o["files"].is_array()) return out;
+  for (const auto& f : o["files"]) {
+    if (f.is_object() && IsBlobHash(Str(f, "sha256"))) out.push_back(Str(f, "sha256"));
+  }
+  return out;
+}
+
+}  // namespace claw::rounds

@@ -1,0 +1,76 @@
+// A round-based training job's params (app `fedtrain`), validated: what the
+// user submits, and what the round driver and each round's tasks read back.
+//
+//   {"model": "cnn", "width": 32, "layers": 2, "dropout": 0.2,
+//    "init": "<sha256 of a safetensors model>",          (optional)
+//    "dataset": {"train_images": sha, ...} | "local_dataset": "name",
+//    "split": "iid" | "by_label", "shards": K, "train_limit": 0,
+//    "rounds": 20, "workers": 4, "overprovision": 1.5,
+//    "quorum": 0.75, "deadline_s": 600, "min_workers": 1,
+//    "inner": {"optimizer": "adamw", "lr": 0.001, "batch": 64, "steps": 500,
+//              "weight_decay": 0, "momentum": 0.9},
+//    "outer": {"optimizer": "nesterov", "lr": 0.7, "momentum": 0.9},
+//    "compression": "int8",
+//    "aggregation": {"rule": "mean", "trim": 0.1, "max_norm": 0, "norm_factor": 0},
+//    "eval_every": 1, "test_limit": 0, "threads": 1}
+//
+// A round runs ceil(workers × overprovision) tasks and closes when
+// ceil(quorum × workers) have reported, or at deadline_s with at least
+// min_workers. Errors name the field ("params.inner.steps: ...").
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "common/status.h"
+#include "rounds/aggregation.h"
+
+namespace claw::rounds {
+
+struct InnerSpec {
+  std::string optimizer = "adamw";
+  double lr = 1e-3;
+  int batch = 64;
+  int steps = 100;
+  double weight_decay = 0;
+  double momentum = 0.9;
+};
+
+struct TrainingSpec {
+  nlohmann::json arch;          // {"model", "width", "layers", "dropout"}
+  std::string init;             // a model blob to start from; empty: the seed's
+  nlohmann::json dataset;       // the four blobs, or null with local_dataset
+  std::string local_dataset;
+  std::string split = "iid";
+  uint32_t shards = 0;          // 0 in the input: `workers`
+  uint64_t train_limit = 0, test_limit = 0;
+  uint32_t rounds = 1;
+  uint32_t workers = 1;
+  double overprovision = 1.0;
+  double quorum = 1.0;
+  uint32_t deadline_s = 3600;
+  uint32_t min_workers = 1;
+  InnerSpec inner;
+  OuterSpec outer;
+  Codec codec = Codec::kI8;
+  Rule rule = Rule::kMean;
+  double trim = 0.1;
+  CheckSpec check;
+  uint32_t eval_every = 1;
+  uint32_t threads = 1;
+
+  uint32_t TasksPerRound() const;
+  uint32_t QuorumTasks() const;  // ceil(quorum × workers), at most the tasks
+  // The params again, with every default filled in (what is stored).
+  nlohmann::json ToJson() const;
+};
+
+// A local dataset's name (agents' config, `dataset:<name>` capabilities):
+// 1 to 64 of letters, digits, '-', '_', '.', not starting with '.'.
+bool IsDatasetName(std::string_view name);
+
+// InvalidArgument naming the field ("params.quorum: ...").
+Result<TrainingSpec> ParseTrainingSpec(const nlohmann::json& params);
+
+}  // namespace claw::rounds
