@@ -185,7 +185,8 @@ void Agent::TransferLoop() {
     for (v1::WorkerTask& task : t.tasks) {
       Status st = Status::Ok();
       const App* app = apps_.Find(task.app());
-      for (const std::string& h : app ? app->TaskInputBlobs(task.params()) : std::vector<std::string>{}) {
+      for (const std::string& h :
+           app ? app->BlobsToFetch(task.params(), *blobs_) : std::vector<std::string>{}) {
         st = client.Fetch(h, *blobs_);
         if (!st.ok()) break;
         blobs_->Touch(h);
@@ -246,6 +247,7 @@ v1::DeviceReport Agent::Device() const {
   d.set_flops(flops_);
   d.set_slots(static_cast<uint32_t>(slots_));
   for (const std::string& a : runnable_apps_) d.add_apps(a);
+  for (const auto& [name, dir] : options_.datasets) d.add_apps("dataset:" + name);
   if (pool_) d.set_sandbox(pool_->GroupDescription().substr(0, 1024));  // the coordinator's bound
   return d;
 }
@@ -378,6 +380,7 @@ Status Agent::Run() {
   std::snprintf(key, sizeof key, "%08x", static_cast<unsigned>(std::hash<std::string>{}(state)));
   popts.group_prefix = std::string("claw-") + key;
   popts.group_mode = options_.cgroups;
+  for (const auto& [name, dir] : options_.datasets) popts.datasets.push_back(name + "=" + dir);
   // Sandboxed tasks' scratch directories: a fresh directory of this
   // agent's own (mkdtemp: no one can have made it first) that sandbox users
   // can pass through but not list (the state directory is private), named
@@ -612,9 +615,9 @@ void Agent::Handle(Event& e, Session& s) {
       const App* app = apps_.Find(t.app());
       if (app && app->HasFiles()) {
         with_files_[t.lease_id()] = app;
-        auto inputs = app->TaskInputBlobs(t.params());
-        Pin(t.lease_id(), inputs);
-        if (std::any_of(inputs.begin(), inputs.end(),
+        Pin(t.lease_id(), app->TaskInputBlobs(t.params()));
+        auto fetch = app->BlobsToFetch(t.params(), *blobs_);
+        if (std::any_of(fetch.begin(), fetch.end(),
                         [&](const std::string& h) { return !blobs_->Has(h); })) {
           staging_.insert(t.lease_id());
           staging.tasks.push_back(std::move(t));

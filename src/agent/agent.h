@@ -88,6 +88,9 @@ struct AgentOptions {
   // Reports wait up to this long to travel together, unless the local queue
   // is about to run dry (then they go at once, with the request for more).
   Duration coalesce = std::chrono::milliseconds(20);
+  // Local datasets by name: directories that training jobs naming them read
+  // here (the agent offers "dataset:<name>"); their files never leave.
+  std::map<std::string, std::string> datasets;
 };
 
 struct AgentIdentity {

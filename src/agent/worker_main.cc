@@ -9,6 +9,7 @@
 
 #include <csignal>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -50,6 +51,12 @@ int RunWorker(const AppRegistry& apps, const WorkerLimits& limits, const WorkerS
   context.blobs = blobs ? &*blobs : nullptr;
   context.sandbox_uid = setup.sandbox_uid;
   context.caps = TaskCaps{limits.memory_bytes, limits.cpu_seconds, limits.disk_bytes};
+  std::map<std::string, std::string, std::less<>> datasets;
+  for (const std::string& d : setup.datasets) {
+    auto eq = d.find('=');
+    if (eq != std::string::npos) datasets[d.substr(0, eq)] = d.substr(eq + 1);
+  }
+  context.datasets = &datasets;
   // What a task of the worker before it (killed mid-task) left behind.
   std::unique_ptr<TaskGroup> group;
   if (!setup.group.empty()) {

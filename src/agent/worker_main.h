@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/app.h"
 
@@ -31,6 +32,7 @@ struct WorkerSetup {
   std::string group;        // its slot's TaskGroup ("claw-.../slot-0"); empty: none
   std::string group_mode = "auto";
   std::string scratch_dir;  // its slot's scratch directory, emptied at start
+  std::vector<std::string> datasets;  // the agent's local datasets, NAME=DIR
 };
 
 // Runs the worker loop on fds 0/1. Returns the process exit code.

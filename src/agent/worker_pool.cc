@@ -109,15 +109,20 @@ bool WorkerPool::Spawn(Worker* w) {
   std::string disk = std::to_string(options_.limits.disk_bytes);
   std::string group = options_.group_prefix.empty() ? "" : options_.group_prefix + "/slot-" + slot;
   std::string scratch = options_.scratch_root.empty() ? "" : options_.scratch_root + "/slot-" + slot;
-  const char* argv[] = {options_.executable.c_str(), "__worker", "--memory-bytes", mem.c_str(),
-                        "--cpu-seconds", cpu.c_str(), "--disk-bytes", disk.c_str(),
-                        "--slot", slot.c_str(), "--sandbox-uid", uid.c_str(),
-                        "--blob-dir", options_.blob_dir.c_str(), "--group", group.c_str(),
-                        "--cgroups", options_.group_mode.c_str(), "--scratch", scratch.c_str(),
-                        nullptr};
+  std::vector<const char*> argv = {
+      options_.executable.c_str(), "__worker", "--memory-bytes", mem.c_str(),
+      "--cpu-seconds", cpu.c_str(), "--disk-bytes", disk.c_str(),
+      "--slot", slot.c_str(), "--sandbox-uid", uid.c_str(),
+      "--blob-dir", options_.blob_dir.c_str(), "--group", group.c_str(),
+      "--cgroups", options_.group_mode.c_str(), "--scratch", scratch.c_str()};
+  for (const std::string& d : options_.datasets) {
+    argv.push_back("--dataset");
+    argv.push_back(d.c_str());
+  }
+  argv.push_back(nullptr);
   pid_t pid;
   int rc = posix_spawn(&pid, options_.executable.c_str(), &fa, nullptr,
-                       const_cast<char* const*>(argv), environ);
+                       const_cast<char* const*>(argv.data()), environ);
   posix_spawn_file_actions_destroy(&fa);
   close(to[0]);
   close(from[1]);

@@ -49,6 +49,7 @@ struct WorkerPoolOptions {
   std::string group_prefix;
   std::string group_mode = "auto";
   std::string scratch_root;
+  std::vector<std::string> datasets;  // local datasets, NAME=DIR (WorkerSetup)
 };
 
 struct TaskOutcome {

@@ -16,11 +16,30 @@
 #include "cli/detach.h"
 #include "common/files.h"
 #include "coordinator/certificates.h"
+#include "rounds/training_spec.h"
 
 namespace claw {
 namespace {
 
 // ---- agent ----------------------------------------------------------------------------
+
+// A local dataset, NAME=DIR: a directory of the device's that training jobs
+// naming it read (ADR 0007: its files never leave the device).
+Status AddDataset(const std::string& spec, AgentOptions* opts) {
+  auto eq = spec.find('=');
+  std::string name = spec.substr(0, eq);
+  if (eq == std::string::npos || !rounds::IsDatasetName(name)) {
+    return InvalidArgument("dataset '" + spec.substr(0, 100) +
+                           "': NAME=DIR, the name of letters, digits, '-', '_' and '.'");
+  }
+  std::error_code ec;
+  auto dir = std::filesystem::canonical(spec.substr(eq + 1), ec);
+  if (ec || !std::filesystem::is_directory(dir)) {
+    return NotFound("dataset " + name + ": no directory " + spec.substr(eq + 1));
+  }
+  opts->datasets[name] = dir.string();
+  return Status::Ok();
+}
 
 // Reads an agent's --config file: the same settings as the flags, by the
 // names the README gives. An unknown key or a wrong type is refused, named.
@@ -30,8 +49,8 @@ Status ApplyAgentConfig(const std::string& path, AgentOptions* opts, double* idl
   if (!f) return NotFound("cannot read --config " + path);
   auto j = nlohmann::json::parse(f, nullptr, false);
   if (!j.is_object()) return InvalidArgument(path + ": not a JSON object");
-  static const char* kKeys[] = {"max_other_cpu", "idle_minutes", "allow_battery",
-                                "grace_s",       "slots",        "always"};
+  static const char* kKeys[] = {"max_other_cpu", "idle_minutes", "allow_battery", "grace_s",
+                                "slots",         "always",       "datasets"};
   for (const auto& [key, value] : j.items()) {
     if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) {
       std::string known;
@@ -46,6 +65,12 @@ Status ApplyAgentConfig(const std::string& path, AgentOptions* opts, double* idl
     *grace_s = j.value("grace_s", *grace_s);
     opts->slots = j.value("slots", opts->slots);
     opts->availability.always = j.value("always", opts->availability.always);
+    if (j.contains("datasets")) {
+      if (!j["datasets"].is_object()) return InvalidArgument(path + ": datasets: {\"name\": \"/dir\"}");
+      for (const auto& [name, dir] : j["datasets"].items()) {
+        CLAW_RETURN_IF_ERROR(AddDataset(name + "=" + dir.get<std::string>(), opts));
+      }
+    }
   } catch (const nlohmann::json::exception& e) {
     return InvalidArgument(path + ": a field has the wrong type (" + e.what() + ")");
   }
@@ -80,6 +105,10 @@ void AddAgent(CLI::App& cli) {
                   "without it, plaintext for a coordinator run with --insecure-local");
   cmd->add_option("--config", *config, "JSON file with availability thresholds and slots");
   cmd->add_option("--slots", opts->slots, "Worker processes (0: one per core)")->capture_default_str();
+  auto datasets = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("--dataset", *datasets,
+                  "NAME=DIR: a local dataset that training jobs naming it use here, and that "
+                  "never leaves the device (repeatable)");
   cmd->add_flag("--always", opts->availability.always, "Dedicated machine: ignore idle checks");
   cmd->add_option("--max-other-cpu", opts->availability.max_other_cpu,
                   "Pause when others use more than this share of the CPU")->capture_default_str();
@@ -126,6 +155,9 @@ void AddAgent(CLI::App& cli) {
       Status st = ApplyAgentConfig(*config, opts.get(), idle_min.get(), allow_battery.get(),
                                    grace_s.get());
       if (!st.ok()) throw CLI::RuntimeError(Fail(st));
+    }
+    for (const std::string& d : *datasets) {
+      if (Status st = AddDataset(d, opts.get()); !st.ok()) throw CLI::RuntimeError(Fail(st));
     }
     if (!token->empty()) opts->tokens.push_back(*token);
     if (!token_file->empty()) {
@@ -198,6 +230,7 @@ void AddWorker(CLI::App& cli) {
   cmd->add_option("--group", setup->group);
   cmd->add_option("--cgroups", setup->group_mode);
   cmd->add_option("--scratch", setup->scratch_dir);
+  cmd->add_option("--dataset", setup->datasets);
   // CLI11 writes each option's value through the reference given above
   // during parse(): the callback holds every one of them (a freed --slot
   // once overwrote the blob dir's path).

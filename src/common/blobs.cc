@@ -277,6 +277,24 @@ Status BlobDir::Read(std::string_view hash,
   return ReadAll(in.fd, sink);
 }
 
+Result<std::string> BlobDir::Load(std::string_view hash, uint64_t max_bytes) const {
+  auto size = Size(hash);
+  if (!size.ok()) return size.status();
+  if (*size > max_bytes) {
+    return ResourceExhausted("blob " + std::string(hash) + ": " + std::to_string(*size) +
+                             " bytes is more than the limit of " + std::to_string(max_bytes));
+  }
+  std::string out;
+  out.reserve(*size);
+  Status st = Read(hash, [&](std::string_view chunk) {
+    out.append(chunk);
+    return out.size() <= max_bytes;
+  });
+  if (!st.ok()) return st;
+  if (out.size() > max_bytes) return ResourceExhausted("blob " + std::string(hash) + ": grew while read");
+  return out;
+}
+
 Status BlobDir::Export(std::string_view hash, const std::string& dest, unsigned mode) const {
   std::string tmp = dest + ".claw-" + RandomHex(4);
   Fd out(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));

@@ -91,6 +91,8 @@ class BlobDir {
   // Streams the blob in chunks of at most kBlobChunkBytes; stops early when
   // `sink` returns false. NotFound if absent.
   Status Read(std::string_view hash, const std::function<bool(std::string_view)>& sink) const;
+  // The whole blob; ResourceExhausted if it is larger than `max_bytes`.
+  Result<std::string> Load(std::string_view hash, uint64_t max_bytes) const;
 
   // A cache's upkeep. Touch marks a blob used now (Trim keeps the most
   // recently used); Remove deletes one (absent is fine). Trim removes the

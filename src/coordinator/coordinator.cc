@@ -54,6 +54,7 @@ nlohmann::json JobInfoToJson(const v1::JobInfo& i) {
                       {"task_seconds", i.task_seconds()}};
   if (!i.error().empty()) j["error"] = i.error();
   if (!i.waiting().empty()) j["waiting"] = i.waiting();
+  if (!i.progress().empty()) j["progress"] = i.progress();
   return j;
 }
 
@@ -75,7 +76,16 @@ Coordinator::Coordinator(Store* store, const AppRegistry* apps, const Clock* clo
   }
 }
 
-Coordinator::~Coordinator() = default;
+Coordinator::~Coordinator() {
+  if (driver_thread_.joinable()) {
+    {
+      std::lock_guard lock(driver_mu_);
+      driver_stop_ = true;
+    }
+    driver_cv_.notify_one();
+    driver_thread_.join();
+  }
+}
 
 Result<std::unique_ptr<Coordinator>> Coordinator::Create(Store* store, const AppRegistry* apps,
                                                          const Clock* clock,
@@ -92,8 +102,15 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Create(Store* store, const App
   // A job that finished during recovery (all results were in) is committed now.
   CLAW_RETURN_IF_ERROR(store->Apply(c->sched_.TakeBatch()));
   c->sched_.TakeNotices();
-  log->info("recovered jobs={} leases={} pending_tasks={}", jobs, leases,
-            c->sched_.pending_tasks());
+  for (const JobView& v : c->sched_.ListJobs(c->sched_.job_count())) {
+    if (v.record.state != JobState::kRunning) continue;
+    auto spec = nlohmann::json::parse(v.record.spec_json, nullptr, false);
+    const App* app = spec.is_object() ? apps->Find(spec.value("app", "")) : nullptr;
+    if (app && app->Driven()) c->trainings_.insert(v.record.id);
+  }
+  log->info("recovered jobs={} leases={} pending_tasks={} trainings={}", jobs, leases,
+            c->sched_.pending_tasks(), c->trainings_.size());
+  c->StartDriver();
   return c;
 }
 
@@ -148,7 +165,10 @@ void Coordinator::CommitAndNotify(Time now, SessionSink* ack_to, std::vector<Lea
     sink->Send(msg);
   }
   metrics_.session_sends += out.size();
-  for (const JobId& id : notices.jobs_changed) NotifyWatchers(id, now, false);
+  for (const JobId& id : notices.jobs_changed) {
+    NotifyWatchers(id, now, false);
+    WakeDriverFor(id);
+  }
 }
 
 void Coordinator::NotifyWatchers(const JobId& id, Time now, bool force) {
@@ -318,11 +338,13 @@ Status Coordinator::ValidateAgentMessage(const v1::AgentMessage& msg) const {
 
 void Coordinator::OnAgentMessage(SessionSink* sink, v1::AgentMessage& msg) {
   Status valid = ValidateAgentMessage(msg);
+  std::vector<std::pair<LeaseId, std::string>> refused;  // results the app's check refused
   if (valid.ok() && HasReports(msg)) {
     // Verified outside the mutex (~44 µs); the key never changes.
     AgentId id;
     std::string key;
-    std::vector<const App*> apps;  // of each result's task
+    std::vector<const App*> apps;     // of each result's task
+    std::vector<std::string> params;  // of each result's task, for apps with files
     {
       MutexLock lock(mu_);
       auto it = sessions_.find(sink);
@@ -330,13 +352,19 @@ void Coordinator::OnAgentMessage(SessionSink* sink, v1::AgentMessage& msg) {
       id = it->second.agent;
       key = public_keys_[id];
       apps.reserve(msg.results_size());
-      for (const auto& r : msg.results()) apps.push_back(sched_.AppOfLease(r.lease_id()));
+      params.resize(msg.results_size());
+      for (int i = 0; i < msg.results_size(); ++i) {
+        apps.push_back(sched_.AppOfLease(msg.results(i).lease_id()));
+        if (apps.back() && apps.back()->HasFiles()) {
+          params[i] = sched_.ParamsOfLease(msg.results(i).lease_id());
+        }
+      }
     }
     if (!ReportsVerify(id, key, msg)) {
       valid = PermissionDenied("signature: the reports do not verify with agent " + id +
                                "'s enrolled key");
     } else {
-      RequireOutputBlobs(apps, msg);
+      CheckOutputs(apps, params, id, msg, &refused);
     }
   }
   MutexLock lock(mu_);
@@ -376,6 +404,13 @@ void Coordinator::OnAgentMessage(SessionSink* sink, v1::AgentMessage& msg) {
     }
     acks.push_back(f.lease_id());
   }
+  for (const auto& [lease, why] : refused) {
+    if (sched_.ResultRejected(agent, lease, why, now)) {
+      metrics_.results_invalid++;
+      log_->warn("result refused agent={} lease={} reason={}", agent, lease, EscapeControl(why));
+    }
+    acks.push_back(lease);
+  }
   for (LeaseId l : msg.returned()) {
     sched_.LeaseReturned(agent, l, now);
     acks.push_back(l);
@@ -400,24 +435,36 @@ void Coordinator::CloseSession(SessionSink* sink) {
   log_->info("session closed agent={}", agent);
 }
 
-void Coordinator::RequireOutputBlobs(const std::vector<const App*>& apps,
-                                     v1::AgentMessage& msg) const {
-  std::vector<int> missing;  // indexes into msg.results()
+void Coordinator::CheckOutputs(const std::vector<const App*>& apps,
+                               const std::vector<std::string>& params, const AgentId& agent,
+                               v1::AgentMessage& msg,
+                               std::vector<std::pair<LeaseId, std::string>>* refused) const {
+  std::vector<int> drop;  // indexes into msg.results()
   for (int i = 0; i < msg.results_size(); ++i) {
     // A stale lease (the scheduler ignores it anyway), or an app without files.
     if (!apps[i] || !apps[i]->HasFiles()) continue;
-    for (const std::string& h : apps[i]->OutputBlobs(msg.results(i).output())) {
+    v1::TaskResult* r = msg.mutable_results(i);
+    bool missing = false;
+    for (const std::string& h : apps[i]->OutputBlobs(r->output())) {
       if (!options_.blobs || !options_.blobs->Has(h)) {
         v1::TaskFailure* f = msg.add_failures();
-        f->set_lease_id(msg.results(i).lease_id());
+        f->set_lease_id(r->lease_id());
         f->set_reason("output file " + h + " was not uploaded");
-        missing.push_back(i);
+        missing = true;
         break;
       }
     }
+    if (!missing && options_.blobs) {
+      Status st = apps[i]->CheckOutput(params[i], r->mutable_output(), agent, *options_.blobs);
+      if (!st.ok()) {
+        refused->emplace_back(r->lease_id(), st.message());
+        missing = true;
+      }
+    }
+    if (missing) drop.push_back(i);
   }
   // Remove from the back, so earlier indexes stay valid.
-  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+  for (auto it = drop.rbegin(); it != drop.rend(); ++it) {
     msg.mutable_results()->DeleteSubrange(*it, 1);
   }
 }
@@ -493,6 +540,13 @@ v1::JobInfo Coordinator::InfoOf(const JobView& v) const {
   i.set_error(v.record.error);
   i.set_waiting(v.waiting);
   i.set_task_seconds(static_cast<double>(v.record.task_runtime_us) / 1e6);
+  if (driver_) {
+    if (auto p = driver_->ProgressOf(v.record.id)) {
+      i.set_progress(p->line);
+      i.set_tasks_total(p->total);
+      i.set_tasks_done(p->done);
+    }
+  }
   return i;
 }
 
@@ -603,6 +657,15 @@ Result<JobId> Coordinator::Submit(std::string_view spec_json, const UserRecord& 
   // Parse and plan outside the lock: it can be the expensive part.
   auto planned = ParseAndPlanJob(spec_json, *apps_);
   if (!planned.ok()) return planned.status();
+  const App* app = apps_->Find(planned->spec.app);
+  if (app->InternalOnly()) {
+    return InvalidArgument("spec.app: " + planned->spec.app +
+                           " jobs are the coordinator's own (a fedtrain job's rounds)");
+  }
+  if (app->Driven() && !options_.blobs) {
+    return FailedPrecondition("this coordinator keeps no blobs, which " + planned->spec.app +
+                              " jobs need");
+  }
   // A job may name only files its submitter uploaded (or could read).
   for (const std::string& h : apps_->Find(planned->spec.app)->SpecInputBlobs(planned->spec)) {
     if (!MayReadBlob(h, caller).ok()) {
@@ -617,6 +680,7 @@ Result<JobId> Coordinator::Submit(std::string_view spec_json, const UserRecord& 
     id = "j-" + RandomHex(5);
   } while (sched_.GetJob(id));
   CLAW_RETURN_IF_ERROR(sched_.AddJob(id, owner, std::move(planned).value(), now));
+  if (app->Driven()) trainings_.insert(id);
   metrics_.jobs_submitted++;
   CommitAndNotify(now);
   log_->info("job submitted job={} owner={}", id, owner);
@@ -633,14 +697,15 @@ Result<v1::JobInfo> Coordinator::GetJob(const JobId& id, const UserRecord& calle
 std::vector<v1::JobInfo> Coordinator::ListJobs(size_t limit, const UserRecord& caller) {
   MutexLock lock(mu_);
   std::vector<v1::JobInfo> out;
-  if (caller.tier == kAdminTier) {
-    for (const auto& v : sched_.ListJobs(limit)) out.push_back(InfoOf(v));
-    return out;
-  }
-  // Most recent first, only the caller's.
+  // Most recent first, only the caller's (an admin's: all), without the
+  // rounds of training jobs (`claw status JOB.r3` shows one).
   for (const auto& v : sched_.ListJobs(sched_.job_count())) {
     if (out.size() >= limit) break;
-    if (v.record.owner == caller.name) out.push_back(InfoOf(v));
+    if (caller.tier != kAdminTier && v.record.owner != caller.name) continue;
+    v1::JobInfo info = InfoOf(v);
+    const App* app = apps_->Find(info.app());
+    if (app && app->InternalOnly()) continue;
+    out.push_back(std::move(info));
   }
   return out;
 }
@@ -650,6 +715,12 @@ Result<v1::JobInfo> Coordinator::Cancel(const JobId& id, const UserRecord& calle
   if (auto v = VisibleJob(id, caller); !v.ok()) return v.status();
   Time now = clock_->Now();
   CLAW_RETURN_IF_ERROR(sched_.CancelJob(id, now));
+  if (trainings_.erase(id) > 0) {  // and the round it runs now, in the same commit
+    if (auto round = driver_->CurrentRound(id)) {
+      auto rv = sched_.GetJob(*round);
+      if (rv && rv->record.state == JobState::kRunning) (void)sched_.CancelJob(*round, now);
+    }
+  }
   CommitAndNotify(now);
   log_->info("job cancelled job={}", id);
   return InfoOf(*sched_.GetJob(id));

@@ -16,12 +16,14 @@
 // back into it.
 #pragma once
 
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -33,6 +35,7 @@
 #include "common/status.h"
 #include "core/app.h"
 #include "core/scheduler.h"
+#include "rounds/driver.h"
 #include "store/store.h"
 
 namespace claw {
@@ -92,13 +95,13 @@ struct CoordinatorMetrics {
   size_t connected_agents = 0;
 };
 
-class Coordinator {
+class Coordinator : private rounds::RoundHost {
  public:
   // Rebuilds state from `store`. All pointers must outlive the coordinator.
   static Result<std::unique_ptr<Coordinator>> Create(Store* store, const AppRegistry* apps,
                                                      const Clock* clock,
                                                      CoordinatorOptions options, Logger log);
-  ~Coordinator();
+  ~Coordinator() override;
 
   // ---- agents ----
   // Creates `n` one-time enrollment tokens valid for `ttl`; returns them in
@@ -174,7 +177,28 @@ class Coordinator {
 
   CoordinatorMetrics Metrics();
 
+  // Moves training jobs on (the round driver, rounds/driver.h): done by a
+  // thread of the coordinator's own every ~100 ms and when a round ends;
+  // tests may call it directly.
+  void StepTrainings();
+
  private:
+  // ---- rounds::RoundHost (training.cc) ----
+  std::vector<JobRecord> RunningTrainings() override;
+  std::optional<JobView> Job(const JobId& id) override;
+  Status SubmitRound(const JobId& id, const std::string& owner,
+                     const std::string& spec_json) override;
+  Status SaveRound(const RoundRecord& round) override;
+  Result<std::vector<RoundRecord>> Rounds(const JobId& job) override;
+  Status EndTraining(const JobId& id, JobState state, std::string result_json,
+                     std::string error) override;
+  void WrongAnswer(const AgentId& agent) override;
+  Status GrantBlob(const std::string& hash, const std::string& user) override;
+  void StartDriver();
+  void DriverLoop();
+  // Wakes the driver when a job it drives or a round of it changed.
+  void WakeDriverFor(const JobId& id) CLAW_REQUIRES(mu_);
+
   Coordinator(Store* store, const AppRegistry* apps, const Clock* clock,
               CoordinatorOptions options, Logger log);
   struct Session {
@@ -190,8 +214,12 @@ class Coordinator {
   void NotifyWatchers(const JobId& id, Time now, bool force) CLAW_REQUIRES(mu_);
   Status ValidateAgentMessage(const v1::AgentMessage& msg) const;
   // Turns results whose output files the coordinator does not hold into
-  // failures (an output counts only with its files). Outside mu_.
-  void RequireOutputBlobs(const std::vector<const App*>& apps, v1::AgentMessage& msg) const;
+  // failures (an output counts only with its files), and takes out those
+  // the app's check refuses (App::CheckOutput), listing them in `refused`.
+  // Outside mu_.
+  void CheckOutputs(const std::vector<const App*>& apps, const std::vector<std::string>& params,
+                    const AgentId& agent, v1::AgentMessage& msg,
+                    std::vector<std::pair<LeaseId, std::string>>* refused) const;
   // The agent's enrolled key, from the cache or the store.
   Result<std::string> PublicKeyOf(const AgentId& id) CLAW_REQUIRES(mu_);
   // The job, if it exists and `caller` may see it.
@@ -215,6 +243,15 @@ class Coordinator {
   std::unordered_map<JobId, Time> watch_sent_ CLAW_GUARDED_BY(mu_);
   std::set<JobId> watch_pending_ CLAW_GUARDED_BY(mu_);
   CoordinatorMetrics metrics_ CLAW_GUARDED_BY(mu_);
+  // Running training jobs (driven apps), for the driver.
+  std::set<JobId> trainings_ CLAW_GUARDED_BY(mu_);
+
+  std::unique_ptr<rounds::RoundDriver> driver_;
+  std::mutex driver_mu_;
+  std::condition_variable driver_cv_;
+  bool driver_wake_ = false;  // guarded by driver_mu_
+  bool driver_stop_ = false;  // guarded by driver_mu_
+  std::thread driver_thread_;
 };
 
 // The caller of every client call in --insecure-local mode.

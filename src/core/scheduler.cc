@@ -104,6 +104,11 @@ const App* Scheduler::AppOfLease(LeaseId lease) const {
   return it == leases_.end() ? nullptr : it->second.job->app;
 }
 
+std::string Scheduler::ParamsOfLease(LeaseId lease) const {
+  auto it = leases_.find(lease);
+  return it == leases_.end() ? std::string() : it->second.job->tasks[it->second.index].params;
+}
+
 void Scheduler::SetAgentOwner(const AgentId& id, const std::string& owner) {
   AgentFor(id).owner = owner;
 }

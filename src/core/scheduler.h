@@ -241,6 +241,8 @@ class Scheduler {
   void SetAgentApps(const AgentId& agent, std::vector<std::string> apps);
   // The app of the lease's task; nullptr for an unknown (ended) lease.
   const App* AppOfLease(LeaseId lease) const;
+  // The params of the lease's task; empty for an unknown (ended) lease.
+  std::string ParamsOfLease(LeaseId lease) const;
   // Whether `fn(app, task_params)` holds for a task the agent now has an
   // active lease on (what an agent may fetch is decided by this).
   bool AnyLeasedTask(const AgentId& agent,

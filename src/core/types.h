@@ -156,6 +156,19 @@ struct AgentRecord {
   std::string owner;
 };
 
+// One finished round of a training job (src/rounds/): the model it made
+// and what made it. Round 0 holds the initial model.
+struct RoundRecord {
+  JobId job;
+  uint32_t round = 0;
+  std::string model;     // blob hashes; empty where there is none
+  std::string state;     // the outer optimizer's
+  std::string residual;  // the update's error feedback
+  std::string update;    // compressed: model = previous model + update
+  std::string info_json; // who reported, what was refused, metrics
+  Time finished;
+};
+
 // A user may read this blob: they uploaded it, or a job of theirs made it.
 struct BlobOwner {
   std::string hash;

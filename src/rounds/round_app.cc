@@ -84,8 +84,8 @@ Result<Weights> ModelOf(const json& p, const BlobDir& blobs) {
     if (base.empty() || !blobs.Has(base) || !blobs.Has(update)) {
       return FailedPrecondition("model " + model + ": not fetched");
     }
-    auto prev_bytes = ReadBlob(blobs, base, kMax);
-    auto update_bytes = ReadBlob(blobs, update, kMax);
+    auto prev_bytes = blobs.Load(base, kMax);
+    auto update_bytes = blobs.Load(update, kMax);
     if (!prev_bytes.ok()) return prev_bytes.status();
     if (!update_bytes.ok()) return update_bytes.status();
     auto prev = ReadWeights(*prev_bytes);
@@ -102,7 +102,7 @@ Result<Weights> ModelOf(const json& p, const BlobDir& blobs) {
     }
     return next;
   }
-  auto bytes = ReadBlob(blobs, model, kMax);
+  auto bytes = blobs.Load(model, kMax);
   if (!bytes.ok()) return bytes.status();
   return ReadWeights(*bytes);
 }
@@ -173,22 +173,6 @@ Result<std::string> RunTrainOrEval(const json& p, const RunContext& ctx, const m
 }
 
 }  // namespace
-
-Result<std::string> ReadBlob(const BlobDir& blobs, const std::string& hash, uint64_t max_bytes) {
-  auto size = blobs.Size(hash);
-  if (!size.ok()) return size.status();
-  if (*size > max_bytes) {
-    return ResourceExhausted("blob " + hash + ": " + std::to_string(*size) +
-                             " bytes is more than the limit of " + std::to_string(max_bytes));
-  }
-  std::string out;
-  out.reserve(*size);
-  CLAW_RETURN_IF_ERROR(blobs.Read(hash, [&](std::string_view chunk) {
-    out.append(chunk);
-    return out.size() <= max_bytes;
-  }));
-  return out;
-}
 
 Result<std::vector<TaskSpec>> RoundApp::Plan(const JobSpec& spec) const {
   const json& p = spec.params;
@@ -268,12 +252,12 @@ Status RoundApp::CheckOutput(std::string_view task_params, std::string* output,
     if (o.value("round", -1) != p.value("round", -2) || o.value("task", -1) != p.value("task", -2)) {
       return InvalidArgument("the output is for another round or task");
     }
-    auto model_bytes = ReadBlob(blobs, Str(p, "model"), uint64_t{16} << 30);
+    auto model_bytes = blobs.Load(Str(p, "model"), uint64_t{16} << 30);
     if (!model_bytes.ok()) return model_bytes.status();
     auto model = ReadWeights(*model_bytes);
     if (!model.ok()) return model.status();
     // A delta is at most the model in fp32 with room for its header.
-    auto delta_bytes = ReadBlob(blobs, Str(o, "delta"), model_bytes->size() * 2 + (1 << 20));
+    auto delta_bytes = blobs.Load(Str(o, "delta"), model_bytes->size() * 2 + (1 << 20));
     if (!delta_bytes.ok()) return Status(delta_bytes.status().code(), "delta: " + delta_bytes.status().message());
     auto delta = ReadWeights(*delta_bytes);
     if (!delta.ok()) return Status(delta.status().code(), "delta: " + delta.status().message());

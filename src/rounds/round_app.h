@@ -50,7 +50,4 @@ class RoundApp final : public App {
                                         const BlobDir& cache) const override;
 };
 
-// The whole blob, if it is at most `max_bytes`.
-Result<std::string> ReadBlob(const BlobDir& blobs, const std::string& hash, uint64_t max_bytes);
-
 }  // namespace claw::rounds

@@ -85,7 +85,7 @@ Status ParseAggregation(const json& j, TrainingSpec* out) {
 }  // namespace
 
 bool IsDatasetName(std::string_view name) {
-  if (name.empty() || name.size() > 64 || name[0] == '.') return false;
+  if (name.empty() || name.size() > 48 || name[0] == '.') return false;
   for (char c : name) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') return false;
   }

@@ -67,7 +67,8 @@ struct TrainingSpec {
 };
 
 // A local dataset's name (agents' config, `dataset:<name>` capabilities):
-// 1 to 64 of letters, digits, '-', '_', '.', not starting with '.'.
+// 1 to 48 of letters, digits, '-', '_', '.', not starting with '.' (so that
+// "dataset:<name>" fits an agent's report of what it runs).
 bool IsDatasetName(std::string_view name);
 
 // InvalidArgument naming the field ("params.quorum: ...").

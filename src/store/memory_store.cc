@@ -142,6 +142,21 @@ class MemoryStore final : public Store {
     return blob_owners_.count({owner.hash, owner.user}) > 0;
   }
 
+  Status PutRound(const RoundRecord& r) override {
+    MutexLock lock(mu_);
+    rounds_[{r.job, r.round}] = r;
+    return Status::Ok();
+  }
+
+  Result<std::vector<RoundRecord>> Rounds(const JobId& job) override {
+    MutexLock lock(mu_);
+    std::vector<RoundRecord> out;
+    for (auto it = rounds_.lower_bound({job, 0}); it != rounds_.end() && it->first.first == job; ++it) {
+      out.push_back(it->second);
+    }
+    return out;
+  }
+
   struct Token {
     Time expires;
     std::string used_by;
@@ -157,6 +172,7 @@ class MemoryStore final : public Store {
   std::map<AgentId, Reputation> reputations_ CLAW_GUARDED_BY(mu_);
   std::map<std::string, UserRecord> users_ CLAW_GUARDED_BY(mu_);
   std::set<std::pair<std::string, std::string>> blob_owners_ CLAW_GUARDED_BY(mu_);
+  std::map<std::pair<JobId, uint32_t>, RoundRecord> rounds_ CLAW_GUARDED_BY(mu_);
   LeaseId next_lease_id_ CLAW_GUARDED_BY(mu_) = 1;
 };
 

@@ -19,7 +19,7 @@
 namespace claw {
 namespace {
 
-constexpr int kSchemaVersion = 6;
+constexpr int kSchemaVersion = 7;
 
 // Upgrades from each older schema version to the next; index i upgrades from i+1.
 constexpr const char* kMigrations[] = {
@@ -49,6 +49,11 @@ constexpr const char* kMigrations[] = {
     "ALTER TABLE agents ADD COLUMN owner TEXT NOT NULL DEFAULT '';"
     "ALTER TABLE enroll_tokens ADD COLUMN owner TEXT NOT NULL DEFAULT '';"
     "UPDATE meta SET value = '6' WHERE key = 'schema_version';",
+    // 6 -> 7: training jobs' rounds
+    "CREATE TABLE IF NOT EXISTS rounds (job TEXT NOT NULL, round INTEGER NOT NULL,"
+    "  model TEXT NOT NULL, state TEXT NOT NULL, residual TEXT NOT NULL, update_ TEXT NOT NULL,"
+    "  info TEXT NOT NULL, finished_us INTEGER NOT NULL, PRIMARY KEY (job, round)) WITHOUT ROWID;"
+    "UPDATE meta SET value = '7' WHERE key = 'schema_version';",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion - 1);
 
@@ -83,7 +88,11 @@ CREATE TABLE IF NOT EXISTS enroll_tokens (
   owner TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS blob_owners (
   hash TEXT NOT NULL, user TEXT NOT NULL, PRIMARY KEY (hash, user)) WITHOUT ROWID;
-INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '6');
+CREATE TABLE IF NOT EXISTS rounds (
+  job TEXT NOT NULL, round INTEGER NOT NULL, model TEXT NOT NULL, state TEXT NOT NULL,
+  residual TEXT NOT NULL, update_ TEXT NOT NULL, info TEXT NOT NULL, finished_us INTEGER NOT NULL,
+  PRIMARY KEY (job, round)) WITHOUT ROWID;
+INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '7');
 INSERT OR IGNORE INTO meta (key, value) VALUES ('next_lease_id', '1');
 )sql";
 
@@ -248,6 +257,12 @@ class SqliteStore final : public Store {
          "INSERT OR IGNORE INTO blob_owners (hash, user) VALUES (:hash, :user)"},
         {&select_blob_owner_,
          "SELECT 1 FROM blob_owners WHERE hash = :hash AND user = :user"},
+        {&insert_round_,
+         "INSERT OR REPLACE INTO rounds (job, round, model, state, residual, update_, info, "
+         "finished_us) VALUES (:job, :round, :model, :state, :residual, :update, :info, :finished)"},
+        {&select_rounds_,
+         "SELECT round, model, state, residual, update_, info, finished_us FROM rounds "
+         "WHERE job = :job ORDER BY round"},
     };
     for (auto [stmt, sql] : all) {
       std::string err = add(*stmt, sql);
@@ -413,6 +428,39 @@ class SqliteStore final : public Store {
     return found;
   }
 
+  Status PutRound(const RoundRecord& r) override {
+    MutexLock lock(mu_);
+    return insert_round_.Bind(":job", r.job)
+        .Bind(":round", static_cast<int64_t>(r.round))
+        .Bind(":model", r.model)
+        .Bind(":state", r.state)
+        .Bind(":residual", r.residual)
+        .Bind(":update", r.update)
+        .Bind(":info", r.info_json)
+        .Bind(":finished", r.finished.us)
+        .Exec();
+  }
+
+  Result<std::vector<RoundRecord>> Rounds(const JobId& job) override {
+    MutexLock lock(mu_);
+    std::vector<RoundRecord> out;
+    select_rounds_.Bind(":job", job);
+    while (select_rounds_.Row()) {
+      RoundRecord r;
+      r.job = job;
+      r.round = static_cast<uint32_t>(select_rounds_.Int(0));
+      r.model = select_rounds_.Text(1);
+      r.state = select_rounds_.Text(2);
+      r.residual = select_rounds_.Text(3);
+      r.update = select_rounds_.Text(4);
+      r.info_json = select_rounds_.Text(5);
+      r.finished.us = select_rounds_.Int(6);
+      out.push_back(std::move(r));
+    }
+    select_rounds_.Reset();
+    return out;
+  }
+
   Result<std::vector<AgentRecord>> ListAgents() override {
     MutexLock lock(mu_);
     std::vector<AgentRecord> out;
@@ -567,6 +615,8 @@ class SqliteStore final : public Store {
   Stmt select_user_ CLAW_GUARDED_BY(mu_);
   Stmt insert_blob_owner_ CLAW_GUARDED_BY(mu_);
   Stmt select_blob_owner_ CLAW_GUARDED_BY(mu_);
+  Stmt insert_round_ CLAW_GUARDED_BY(mu_);
+  Stmt select_rounds_ CLAW_GUARDED_BY(mu_);
 };
 
 Result<int> LockDatabase(const std::string& path) {

@@ -53,6 +53,12 @@ class Store {
   // Idempotent.
   virtual Status AddBlobOwner(const BlobOwner& owner) = 0;
   virtual Result<bool> IsBlobOwner(const BlobOwner& owner) = 0;
+
+  // Training jobs' finished rounds. Putting a round that is there already
+  // replaces it (a round aggregated again after a restart is the same).
+  virtual Status PutRound(const RoundRecord& round) = 0;
+  // The job's rounds, in order.
+  virtual Result<std::vector<RoundRecord>> Rounds(const JobId& job) = 0;
 };
 
 std::unique_ptr<Store> NewMemoryStore();

@@ -1,0 +1,370 @@
+#include "rounds/driver.h"
+
+#include <cinttypes>
+#include <cmath>
+
+#include "rounds/training_spec.h"
+
+namespace claw::rounds {
+namespace {
+
+using nlohmann::json;
+
+constexpr uint64_t kMaxModelBytes = uint64_t{16} << 30;
+
+Result<Weights> LoadWeights(const BlobDir& blobs, const std::string& hash) {
+  if (hash.empty()) return Weights{};
+  auto bytes = blobs.Load(hash, kMaxModelBytes);
+  if (!bytes.ok()) return bytes.status();
+  return ReadWeights(*bytes);
+}
+
+// {"loss", "accuracy", "count"} of a round job's summed evaluation.
+json EvalOf(const json& result) {
+  if (!result.contains("eval") || !result["eval"].is_object()) return nullptr;
+  const json& e = result["eval"];
+  double count = e.value("count", 0.0);
+  if (count <= 0) return nullptr;
+  return {{"loss", e.value("loss_sum", 0.0) / count},
+          {"accuracy", e.value("correct", 0.0) / count},
+          {"count", e.value("count", int64_t{0})}};
+}
+
+std::string Percent(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100 * x);
+  return buf;
+}
+
+}  // namespace
+
+RoundDriver::RoundDriver(RoundHost* host, const BlobDir* blobs, Logger log)
+    : host_(host), blobs_(blobs), log_(std::move(log)) {}
+
+void RoundDriver::Step() {
+  for (const JobRecord& job : host_->RunningTrainings()) {
+    // Each pass moves one step (submit, aggregate, end); a few at once keep
+    // a restart or a quick round from waiting for the next Step.
+    for (int i = 0; i < 4 && StepOne(job); ++i) {
+      auto v = host_->Job(job.id);
+      if (!v || IsFinal(v->record.state)) break;
+    }
+  }
+}
+
+std::optional<RoundDriver::Progress> RoundDriver::ProgressOf(const JobId& job) const {
+  MutexLock lock(mu_);
+  auto it = progress_.find(job);
+  if (it == progress_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<JobId> RoundDriver::CurrentRound(const JobId& job) const {
+  MutexLock lock(mu_);
+  auto it = current_.find(job);
+  if (it == current_.end()) return std::nullopt;
+  return it->second;
+}
+
+void RoundDriver::SetProgress(const JobId& job, Progress progress, std::optional<JobId> current) {
+  MutexLock lock(mu_);
+  progress_[job] = std::move(progress);
+  if (current) {
+    current_[job] = *current;
+  } else {
+    current_.erase(job);
+  }
+}
+
+void RoundDriver::End(const JobId& job, JobState state, std::string result, std::string error) {
+  Status st = host_->EndTraining(job, state, std::move(result), std::move(error));
+  if (!st.ok()) log_->warn("training job={} could not be ended: {}", job, st.message());
+}
+
+Result<std::string> RoundDriver::PutBlob(const std::string& bytes, const std::string& owner) {
+  auto hash = blobs_->Put(bytes);
+  if (!hash.ok()) return hash.status();
+  CLAW_RETURN_IF_ERROR(host_->GrantBlob(*hash, owner));
+  return hash;
+}
+
+bool RoundDriver::StepOne(const JobRecord& job) {
+  json spec = json::parse(job.spec_json, nullptr, false);
+  const json params = spec.is_object() ? spec.value("params", json::object()) : json::object();
+  auto t = ParseTrainingSpec(params);
+  if (!t.ok()) {
+    End(job.id, JobState::kFailed, "", "spec: " + t.status().message());
+    return false;
+  }
+  auto rounds = host_->Rounds(job.id);
+  if (!rounds.ok()) {
+    log_->error("training job={} cannot read its rounds: {}", job.id, rounds.status().message());
+    return false;
+  }
+  const uint64_t seed = spec.value("seed", uint64_t{1});
+  json round_spec = {{"app", "fedround"},
+                     {"seed", seed},
+                     {"priority", spec.value("priority", 0)},
+                     {"max_attempts", 2},
+                     {"task_timeout_s", spec.value("task_timeout_s", 3600)},
+                     {"replication", 1},
+                     {"adaptive", false}};
+  json round_params = {{"training", t->ToJson()}, {"seed", seed}};
+  const std::string name = spec.value("name", job.id);
+
+  // The initial model.
+  if (rounds->empty()) {
+    RoundRecord r0{job.id, 0};
+    if (!t->init.empty()) {
+      r0.model = t->init;
+    } else {
+      JobId child = job.id + ".init";
+      auto v = host_->Job(child);
+      if (!v) {
+        round_params["kind"] = "init";
+        round_spec["params"] = round_params;
+        round_spec["name"] = name + " init";
+        Status st = host_->SubmitRound(child, job.owner, round_spec.dump());
+        if (!st.ok()) {
+          End(job.id, JobState::kFailed, "", "the initial model: " + st.message());
+          return false;
+        }
+        SetProgress(job.id, {"making the initial model", 0, t->rounds}, child);
+        return true;
+      }
+      if (v->record.state == JobState::kRunning) return false;
+      if (v->record.state != JobState::kDone) {
+        End(job.id, JobState::kFailed, "",
+                           "the initial model: " + v->record.error);
+        return false;
+      }
+      json res = json::parse(v->record.result_json, nullptr, false);
+      r0.model = res.is_object() ? res.value("model", "") : "";
+    }
+    auto size = blobs_->Size(r0.model);
+    r0.info_json = json{{"round", 0}, {"model_bytes", size.ok() ? *size : 0}}.dump();
+    r0.finished = Time{};
+    Status st = host_->SaveRound(r0);
+    if (!st.ok()) log_->error("training job={} cannot store round 0: {}", job.id, st.message());
+    return st.ok();
+  }
+
+  const RoundRecord& last = rounds->back();
+  const bool final = last.round >= t->rounds;
+  const uint32_t n = last.round + 1;
+  JobId child = final ? job.id + ".eval" : job.id + ".r" + std::to_string(n);
+  auto v = host_->Job(child);
+  if (!v) {
+    round_params["kind"] = final ? "eval" : "train";
+    round_params["round"] = n;
+    round_params["model"] = last.model;
+    round_params["eval"] = final || last.round % t->eval_every == 0;
+    if (rounds->size() >= 2 && !last.update.empty()) {
+      round_params["base"] = (*rounds)[rounds->size() - 2].model;
+      round_params["update"] = last.update;
+    }
+    round_spec["params"] = round_params;
+    round_spec["name"] = name + (final ? " eval" : " round " + std::to_string(n));
+    if (!final) {
+      round_spec["close_done"] = t->QuorumTasks();
+      round_spec["close_after_s"] = t->deadline_s;
+      round_spec["close_min"] = t->min_workers;
+    }
+    Status st = host_->SubmitRound(child, job.owner, round_spec.dump());
+    if (!st.ok()) {
+      End(job.id, JobState::kFailed, "",
+                         (final ? "the evaluation: " : "round " + std::to_string(n) + ": ") +
+                             st.message());
+      return false;
+    }
+    std::string line = final ? "evaluating the model of round " + std::to_string(last.round)
+                             : "round " + std::to_string(n) + "/" + std::to_string(t->rounds);
+    json info = json::parse(last.info_json, nullptr, false);
+    if (info.is_object() && info.contains("eval") && info["eval"].is_object()) {
+      line += " · accuracy " + Percent(info["eval"].value("accuracy", 0.0)) + " (round " +
+              std::to_string(info["eval"].value("of_round", 0)) + "'s model), loss " +
+              std::to_string(info["eval"].value("loss", 0.0)).substr(0, 6);
+    }
+    SetProgress(job.id, {line, last.round, t->rounds}, child);
+    return true;
+  }
+  if (v->record.state == JobState::kRunning) return false;
+  if (v->record.state != JobState::kDone) {
+    End(job.id, JobState::kFailed, "",
+                       (final ? "the evaluation: " : "round " + std::to_string(n) + ": ") +
+                           v->record.error);
+    return false;
+  }
+  if (final) {
+    json result = FinalResult(*rounds, *v);
+    SetProgress(job.id, {"done", last.round, t->rounds}, std::nullopt);
+    End(job.id, JobState::kDone, result.dump(), "");
+    return false;
+  }
+  auto record = Aggregate(job, params, *rounds, *v);
+  if (!record.ok()) {
+    End(job.id, JobState::kFailed, "",
+                       "round " + std::to_string(n) + ": " + record.status().message());
+    return false;
+  }
+  Status st = host_->SaveRound(*record);
+  if (!st.ok()) {
+    log_->error("training job={} cannot store round {}: {}", job.id, n, st.message());
+    return false;
+  }
+  log_->info("training job={} round={} done", job.id, n);
+  return true;
+}
+
+Result<RoundRecord> RoundDriver::Aggregate(const JobRecord& job, const json& params,
+                                           const std::vector<RoundRecord>& rounds,
+                                           const JobView& round_job) {
+  auto t = ParseTrainingSpec(params);
+  if (!t.ok()) return t.status();
+  const RoundRecord& last = rounds.back();
+  const uint32_t n = last.round + 1;
+  json res = json::parse(round_job.record.result_json, nullptr, false);
+  if (!res.is_object() || !res.contains("reports")) return Internal("the round's result is unreadable");
+  auto model = LoadWeights(*blobs_, last.model);
+  if (!model.ok()) return Status(model.status().code(), "model: " + model.status().message());
+  auto state = LoadWeights(*blobs_, last.state);
+  auto residual = LoadWeights(*blobs_, last.residual);
+  if (!state.ok() || !residual.ok()) return Internal("the outer optimizer's state is unreadable");
+
+  std::vector<Delta> deltas;
+  std::vector<json> reporters;  // of deltas[i]
+  json rejected = json::array();
+  uint64_t bytes_up = 0;
+  for (const json& r : res["reports"]) {
+    json who = {{"task", r.value("task", 0)}, {"agent", r.value("agent", "")}};
+    std::string hash = r.value("delta", "");
+    auto bytes = blobs_->Load(hash, kMaxModelBytes);
+    Result<Weights> w = bytes.ok() ? ReadWeights(*bytes) : Result<Weights>(bytes.status());
+    if (!w.ok()) {
+      // Checked when it came (App::CheckOutput): only a lost file gets here.
+      rejected.push_back({{"task", who["task"]}, {"agent", who["agent"]},
+                          {"why", w.status().message()}});
+      continue;
+    }
+    bytes_up += bytes->size();
+    deltas.push_back(Delta{std::move(w).value(), r.value("samples", 1.0)});
+    who["samples"] = r.value("samples", 0.0);
+    who["train_loss"] = r.value("train_loss", 0.0);
+    who["seconds"] = r.value("seconds", 0.0);
+    reporters.push_back(std::move(who));
+  }
+  if (deltas.empty()) return FailedPrecondition("no delta to aggregate");
+  Verdicts verdicts = CheckDeltas(*model, deltas, t->check);
+  for (const auto& [i, why] : verdicts.rejected) {
+    host_->WrongAnswer(reporters[i]["agent"].get<std::string>());
+    rejected.push_back({{"task", reporters[i]["task"]}, {"agent", reporters[i]["agent"]}, {"why", why}});
+  }
+  if (verdicts.accepted.empty()) {
+    return FailedPrecondition("every delta was refused (first: " +
+                              verdicts.rejected.front().second + ")");
+  }
+  Weights combined = Combine(deltas, verdicts.accepted, t->rule, t->trim);
+  // The outer step gives the model it wants; what is published is the
+  // previous model plus that change compressed, which every agent rebuilds
+  // bit for bit from the update (what compression lost is kept for the
+  // next round's update: error feedback).
+  Weights wanted = *model;
+  Weights opt_state = std::move(state).value();
+  OuterStep(t->outer, combined, &wanted, &opt_state);
+  AddScaled(&wanted, *model, -1.0f);
+  Weights feedback = std::move(residual).value();
+  std::string update_bytes = tensors::WriteSafetensors(Encode(wanted, t->codec, &feedback));
+  auto update = ReadWeights(update_bytes);
+  if (!update.ok()) return Internal("the update does not decode: " + update.status().message());
+  Weights next = Rebuild(*model, *update);
+  std::string model_bytes = ModelBytes(next);
+
+  RoundRecord rec{job.id, n};
+  auto put = [&](const std::string& bytes, std::string* hash) {
+    auto h = PutBlob(bytes, job.owner);
+    if (!h.ok()) return h.status();
+    *hash = *h;
+    return Status::Ok();
+  };
+  CLAW_RETURN_IF_ERROR(put(model_bytes, &rec.model));
+  CLAW_RETURN_IF_ERROR(put(ModelBytes(opt_state), &rec.state));
+  CLAW_RETURN_IF_ERROR(put(ModelBytes(feedback), &rec.residual));
+  CLAW_RETURN_IF_ERROR(put(update_bytes, &rec.update));
+
+  double loss = 0, samples = 0;
+  json used = json::array();
+  for (size_t i : verdicts.accepted) {
+    loss += reporters[i]["train_loss"].get<double>() * deltas[i].samples;
+    samples += deltas[i].samples;
+    used.push_back(reporters[i]);
+  }
+  json info = {{"round", n},
+               {"tasks", round_job.record.n_tasks},
+               {"reporters", used},
+               {"rejected", rejected},
+               {"train_loss", samples > 0 ? loss / samples : 0.0},
+               {"bytes_up", bytes_up},
+               {"update_bytes", update_bytes.size()},
+               {"model_bytes", model_bytes.size()},
+               {"seconds", static_cast<double>(round_job.record.finished.us -
+                                               round_job.record.created.us) / 1e6}};
+  if (json e = EvalOf(res); !e.is_null()) {
+    e["of_round"] = last.round;
+    info["eval"] = e;
+  }
+  rec.info_json = info.dump();
+  rec.finished = round_job.record.finished;
+  return rec;
+}
+
+json RoundDriver::FinalResult(const std::vector<RoundRecord>& rounds, const JobView& eval) {
+  json curve = json::array(), per_round = json::array();
+  uint64_t up = 0, updates = 0, model_bytes = 0;
+  for (const RoundRecord& r : rounds) {
+    json info = json::parse(r.info_json, nullptr, false);
+    if (!info.is_object()) continue;
+    model_bytes = info.value("model_bytes", model_bytes);
+    if (r.round == 0) continue;
+    if (info.contains("eval")) {
+      json point = info["eval"];
+      point["round"] = point.value("of_round", 0);
+      point.erase("of_round");
+      curve.push_back(point);
+    }
+    json agents = json::array();
+    for (const auto& who : info.value("reporters", json::array())) agents.push_back(who["agent"]);
+    up += info.value("bytes_up", uint64_t{0});
+    updates += info.value("update_bytes", uint64_t{0});
+    per_round.push_back({{"round", r.round},
+                         {"agents", agents},
+                         {"rejected", info.value("rejected", json::array())},
+                         {"train_loss", info.value("train_loss", 0.0)},
+                         {"bytes_up", info.value("bytes_up", 0)},
+                         {"update_bytes", info.value("update_bytes", 0)},
+                         {"seconds", info.value("seconds", 0.0)}});
+  }
+  json res = json::parse(eval.record.result_json, nullptr, false);
+  const RoundRecord& last = rounds.back();
+  json final_eval = EvalOf(res.is_object() ? res : json::object());
+  json files = json::array();
+  if (res.is_object() && res.contains("checkpoint")) files.push_back(res["checkpoint"]);
+  auto size = blobs_->Size(last.model);
+  files.push_back({{"path", "model.safetensors"}, {"sha256", last.model},
+                   {"size", size.ok() ? *size : 0}});
+  json trial = {{"files", files}, {"rounds", last.round}};
+  if (!final_eval.is_null()) {
+    final_eval["round"] = last.round;
+    curve.push_back(final_eval);
+    trial["final"] = {{"test_accuracy", final_eval["accuracy"]}, {"test_loss", final_eval["loss"]}};
+  }
+  json out = {{"metric", "test_accuracy"},
+              {"mode", "max"},
+              {"trials", json::array({trial})},
+              {"curve", curve},
+              {"rounds", per_round},
+              {"bytes", {{"up", up}, {"updates", updates}, {"model", model_bytes}}}};
+  if (!final_eval.is_null()) out["best"] = {{"trial", 0}, {"metric", final_eval["accuracy"]}};
+  return out;
+}
+
+}  // namespace claw::rounds
