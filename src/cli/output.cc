@@ -51,6 +51,15 @@ void DrawProgress(const v1::JobInfo& info) {
     }
   }
   double frac = info.tasks_total() ? static_cast<double>(info.tasks_done()) / info.tasks_total() : 0;
+  if (!info.progress().empty()) {  // a training job: its round, accuracy and loss
+    static std::string last_progress;
+    if (info.progress() == last_progress && info.state() == "running") return;
+    last_progress = info.progress();
+    std::string end = info.state() == "running" || info.state() == "done" ? "" : " (" + info.state() + ")";
+    std::fprintf(stderr, "%s: %s%s\n", info.job_id().c_str(), OneLine(info.progress()).c_str(),
+                 end.c_str());
+    return;
+  }
   if (!isatty(2)) {
     int decile = static_cast<int>(frac * 10);
     if (decile == last_decile) return;
@@ -149,6 +158,66 @@ std::optional<size_t> BestTrial(const nlohmann::json& r) {
 
 namespace {
 
+std::string Cell(const nlohmann::json& o, const char* key, const char* format, double scale = 1) {
+  if (!o.is_object() || !o.contains(key) || !o[key].is_number()) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, format, o[key].get<double>() * scale);
+  return buf;
+}
+
+// A training job's rounds: the test accuracy and loss of each round's model,
+// who took part, what was refused, and the bytes each way.
+void PrintTraining(const v1::JobInfo& job, const nlohmann::json& r, bool csv) {
+  std::map<int64_t, nlohmann::json> eval, rounds;
+  for (const auto& p : r["curve"]) {
+    if (p.is_object()) eval[p.value("round", int64_t{0})] = p;
+  }
+  std::set<std::string> agents;
+  for (const auto& p : r.value("rounds", nlohmann::json::array())) {
+    if (!p.is_object()) continue;
+    rounds[p.value("round", int64_t{0})] = p;
+    for (const auto& a : p.value("agents", nlohmann::json::array())) {
+      if (a.is_string()) agents.insert(a.get<std::string>());
+    }
+  }
+  int64_t last = rounds.empty() ? 0 : rounds.rbegin()->first;
+  const char* row = csv ? "%s,%s,%s,%s,%s,%s,%s,%s,%s\n" : "%5s %9s %10s %11s %7s %8s %9s %9s %8s\n";
+  if (!csv) {
+    std::printf("%s: %lld rounds of training on %zu devices\n", job.job_id().c_str(),
+                static_cast<long long>(last), agents.size());
+  }
+  std::printf(row, "ROUND", "TEST_ACC", "TEST_LOSS", "TRAIN_LOSS", "AGENTS", "REFUSED", "UP_KB",
+              "UPDATE_KB", "SECONDS");
+  for (int64_t n = 0; n <= last; ++n) {
+    const nlohmann::json e = eval.count(n) ? eval[n] : nlohmann::json();
+    const nlohmann::json t = rounds.count(n) ? rounds[n] : nlohmann::json();
+    std::string who = t.is_object() ? std::to_string(t.value("agents", nlohmann::json::array()).size()) : "-";
+    std::string refused = t.is_object() ? std::to_string(t.value("rejected", nlohmann::json::array()).size()) : "-";
+    std::printf(row, std::to_string(n).c_str(), Cell(e, "accuracy", "%.4f").c_str(),
+                Cell(e, "loss", "%.4f").c_str(), Cell(t, "train_loss", "%.4f").c_str(), who.c_str(),
+                refused.c_str(), Cell(t, "bytes_up", "%.1f", 1e-3).c_str(),
+                Cell(t, "update_bytes", "%.1f", 1e-3).c_str(), Cell(t, "seconds", "%.2f").c_str());
+  }
+  if (csv) return;
+  const nlohmann::json& b = r.value("bytes", nlohmann::json::object());
+  std::printf("  bytes: %.1f KB of deltas up, %.1f KB of updates down (a device that holds the "
+              "last model fetches only the update); the model is %.1f KB\n",
+              b.value("up", 0.0) / 1e3, b.value("updates", 0.0) / 1e3, b.value("model", 0.0) / 1e3);
+  std::string names;
+  for (const auto& a : agents) names += (names.empty() ? "" : ", ") + a;
+  std::printf("  devices: %s\n", OneLine(names, 400).c_str());
+  for (const auto& p : r.value("rounds", nlohmann::json::array())) {
+    for (const auto& x : p.value("rejected", nlohmann::json::array())) {
+      std::printf("  round %lld refused %s's delta: %s\n",
+                  static_cast<long long>(p.value("round", int64_t{0})),
+                  OneLine(x.value("agent", "?")).c_str(), OneLine(x.value("why", ""), 160).c_str());
+    }
+  }
+  std::printf("  its model: claw results %s --out DIR (model.pt, for infer --model-of %s; "
+              "model.safetensors)\n",
+              job.job_id().c_str(), job.job_id().c_str());
+}
+
 void PrintKnownResult(const v1::JobInfo& job, const nlohmann::json& r, bool csv) {
   double wall_s = static_cast<double>(job.finished_unix_ms() - job.created_unix_ms()) / 1e3;
   std::string timing;
@@ -183,6 +252,10 @@ void PrintKnownResult(const v1::JobInfo& job, const nlohmann::json& r, bool csv)
     std::printf(", %.0f images/s of task time\n  first: %s%s\n  (--json for all of them)\n%s",
                 r.value("images_per_second", 0.0), OneLine(p.substr(0, 60)).c_str(),
                 p.size() > 60 ? "..." : "", timing.c_str());
+    return;
+  }
+  if (r.is_object() && r.contains("curve") && r["curve"].is_array()) {  // fedtrain
+    PrintTraining(job, r, csv);
     return;
   }
   if (r.is_object() && r.contains("trials") && r["trials"].is_array()) {

@@ -22,7 +22,6 @@ std::optional<JobState> ParseJobState(std::string_view s) {
 nlohmann::json JobSpec::ToJson() const {
   nlohmann::json j = {{"app", app},
                       {"params", params},
-                      {"tasks", tasks},
                       {"seed", seed},
                       {"priority", priority},
                       {"max_attempts", max_attempts},
@@ -33,6 +32,7 @@ nlohmann::json JobSpec::ToJson() const {
                       {"quorum_wait_s", quorum_wait.count() / 1'000'000},
                       {"adaptive", adaptive},
                       {"spot_check", spot_check}};
+  if (tasks > 0) j["tasks"] = tasks;  // 0: a driven job's (it plans none)
   if (!name.empty()) j["name"] = name;
   if (close_done > 0) j["close_done"] = close_done;
   if (close_after.count() > 0) {

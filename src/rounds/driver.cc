@@ -42,6 +42,7 @@ RoundDriver::RoundDriver(RoundHost* host, const BlobDir* blobs, Logger log)
     : host_(host), blobs_(blobs), log_(std::move(log)) {}
 
 void RoundDriver::Step() {
+  MutexLock step(step_mu_);
   for (const JobRecord& job : host_->RunningTrainings()) {
     // Each pass moves one step (submit, aggregate, end); a few at once keep
     // a restart or a quick round from waiting for the next Step.
@@ -197,7 +198,12 @@ bool RoundDriver::StepOne(const JobRecord& job) {
   }
   if (final) {
     json result = FinalResult(*rounds, *v);
-    SetProgress(job.id, {"done", last.round, t->rounds}, std::nullopt);
+    std::string line = "trained " + std::to_string(last.round) + " rounds";
+    if (json e = EvalOf(json::parse(v->record.result_json, nullptr, false)); !e.is_null()) {
+      line += " · accuracy " + Percent(e["accuracy"]) + ", loss " +
+              std::to_string(e["loss"].get<double>()).substr(0, 6);
+    }
+    SetProgress(job.id, {line, last.round, t->rounds}, std::nullopt);
     End(job.id, JobState::kDone, result.dump(), "");
     return false;
   }

@@ -57,7 +57,7 @@ class RoundDriver {
  public:
   RoundDriver(RoundHost* host, const BlobDir* blobs, Logger log);
   // Moves every running training job on as far as it can go now.
-  void Step();
+  void Step() CLAW_EXCLUDES(step_mu_);
   // For the job's watchers: a line ("round 3/20 · accuracy 84.2% ...") and
   // rounds done of all, if it is a training job this driver has seen.
   struct Progress {
@@ -82,6 +82,7 @@ class RoundDriver {
   RoundHost* host_;
   const BlobDir* blobs_;
   Logger log_;
+  Mutex step_mu_;  // one Step at a time (the driver's thread, tests)
   mutable Mutex mu_;
   std::map<JobId, Progress> progress_ CLAW_GUARDED_BY(mu_);
   std::map<JobId, JobId> current_ CLAW_GUARDED_BY(mu_);

@@ -1,0 +1,334 @@
+// Training in rounds through the coordinator, in one process: the real
+// coordinator, store, blob directory and round driver; agents are played by
+// the test, which makes their deltas itself (no libtorch), so that it can
+// send exactly the honest, the malformed and the poisoned ones.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "apps/registry.h"
+#include "common/crypto.h"
+#include "coordinator/coordinator.h"
+#include "protocol/signing.h"
+#include "rounds/training_spec.h"
+#include "rounds/weights.h"
+
+namespace claw {
+namespace {
+
+using nlohmann::json;
+using rounds::Weights;
+
+const UserRecord kAlice{"alice", "researcher", "", Time{}};
+
+class Sink final : public SessionSink {
+ public:
+  void Send(const v1::CoordinatorMessage& msg) override { sent.push_back(msg); }
+  void Close(const Status& why) override { closed = why; }
+  std::vector<v1::Assignment> Take() {
+    std::vector<v1::Assignment> out;
+    for (const auto& m : sent) out.insert(out.end(), m.assignments().begin(), m.assignments().end());
+    sent.clear();
+    return out;
+  }
+  std::vector<v1::CoordinatorMessage> sent;
+  std::optional<Status> closed;
+};
+
+Weights Model(float a, float b) {
+  return {{"fc.bias", {2}, {a, b}}, {"fc.weight", {2, 2}, {a, b, -a, -b}}};
+}
+
+class RoundTraining : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("claw-training-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    blobs_ = std::make_unique<BlobDir>(dir_.string());
+    ASSERT_TRUE(blobs_->Init().ok());
+    store_ = NewMemoryStore();
+    Start();
+  }
+  void TearDown() override {
+    coordinator_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  // (Re)starts the coordinator on the same store and blobs: a restart.
+  void Start() {
+    coordinator_.reset();
+    CoordinatorOptions options;
+    options.signing_key = coordinator_key_.secret_key;
+    options.blobs = blobs_.get();
+    auto c = Coordinator::Create(store_.get(), &apps_, &clock_, options, NullLogger());
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    coordinator_ = std::move(c).value();
+  }
+  std::string Upload(const std::string& bytes) {
+    auto h = blobs_->Put(bytes);
+    EXPECT_TRUE(h.ok());
+    EXPECT_TRUE(coordinator_->BlobUploaded(*h, kAlice).ok());
+    return *h;
+  }
+  AgentId Connect(Sink* sink, uint32_t want = 4) {
+    auto tokens = coordinator_->CreateEnrollTokens(1, std::chrono::hours(1));
+    KeyPair key = GenerateSigningKey();
+    v1::EnrollRequest req;
+    req.set_token((*tokens)[0]);
+    req.set_public_key(key.public_key);
+    auto enrolled = coordinator_->Enroll(req);
+    EXPECT_TRUE(enrolled.ok()) << enrolled.status().ToString();
+    return Reconnect(sink, enrolled->agent_id(), key, want);
+  }
+  AgentId Reconnect(Sink* sink, const AgentId& id, const KeyPair& key, uint32_t want = 4) {
+    v1::Hello hello;
+    hello.set_agent_id(id);
+    hello.set_unix_ms(clock_.Now().unix_ms());
+    hello.set_signature(Sign("claw-session-v1|" + id + "|" + std::to_string(hello.unix_ms()),
+                             key.secret_key));
+    auto opened = coordinator_->OpenSession(hello, sink);
+    EXPECT_TRUE(opened.ok()) << opened.status().ToString();
+    keys_[sink] = {id, key};
+    v1::AgentMessage more;
+    more.set_want(want);
+    coordinator_->OnAgentMessage(sink, more);
+    return id;
+  }
+  // Reports a train task's delta (put in the coordinator's blobs, as an
+  // agent's upload would).
+  void ReportDelta(Sink* sink, const v1::Assignment& a, const Weights& delta, double samples,
+                   rounds::Codec codec = rounds::Codec::kF32) {
+    json p = json::parse(a.params());
+    std::string bytes = tensors::WriteSafetensors(rounds::Encode(delta, codec));
+    auto h = blobs_->Put(bytes);
+    ASSERT_TRUE(h.ok());
+    json out = {{"kind", "train"},
+                {"round", p["round"]},
+                {"task", p["task"]},
+                {"delta", *h},
+                {"samples", samples},
+                {"train_loss", 0.5},
+                {"eval", {{"loss_sum", 10.0}, {"correct", 7}, {"count", 10}}},
+                {"files", json::array({{{"path", "delta.safetensors"}, {"sha256", *h}}})}};
+    Report(sink, a.lease_id(), out.dump());
+  }
+  void Report(Sink* sink, LeaseId lease, const std::string& output) {
+    v1::AgentMessage m;
+    auto* r = m.add_results();
+    r->set_lease_id(lease);
+    r->set_output(output);
+    r->set_runtime_us(1000);
+    SignReports(keys_[sink].first, keys_[sink].second.secret_key, &m);
+    coordinator_->OnAgentMessage(sink, m);
+  }
+  json Spec(const std::string& init, int rounds, int workers, const json& extra = json::object()) {
+    json dataset;
+    for (const char* k : {"train_images", "train_labels", "test_images", "test_labels"}) {
+      dataset[k] = Upload(std::string("data of ") + k);
+    }
+    json params = {{"init", init},     {"dataset", dataset},
+                   {"rounds", rounds}, {"workers", workers},
+                   {"overprovision", 1}, {"inner", {{"steps", 10}, {"batch", 4}}},
+                   {"outer", {{"optimizer", "fedavg"}, {"lr", 1.0}}},
+                   {"compression", "fp32"}};
+    params.update(extra);
+    return {{"app", "fedtrain"}, {"params", params}};
+  }
+  Weights Read(const std::string& hash) {
+    auto bytes = blobs_->Load(hash, 1 << 20);
+    EXPECT_TRUE(bytes.ok());
+    auto w = rounds::ReadWeights(*bytes);
+    EXPECT_TRUE(w.ok()) << w.status().ToString();
+    return *w;
+  }
+  std::vector<RoundRecord> Rounds(const JobId& job) { return store_->Rounds(job).value(); }
+  // What the sinks were assigned, each with its sink.
+  std::vector<std::pair<Sink*, v1::Assignment>> Take(std::vector<Sink*> sinks) {
+    std::vector<std::pair<Sink*, v1::Assignment>> out;
+    for (Sink* s : sinks) {
+      for (auto& a : s->Take()) out.push_back({s, a});
+    }
+    return out;
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<BlobDir> blobs_;
+  KeyPair coordinator_key_ = GenerateSigningKey();
+  std::map<SessionSink*, std::pair<AgentId, KeyPair>> keys_;
+  FakeClock clock_;
+  AppRegistry apps_ = BuiltinApps();
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Coordinator> coordinator_;
+};
+
+TEST_F(RoundTraining, ARoundAveragesTheDeltasByTheirSamplesIntoTheNextModel) {
+  std::string init = Upload(rounds::ModelBytes(Model(1, 2)));
+  auto job = coordinator_->Submit(Spec(init, 1, 2).dump(), kAlice);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  coordinator_->StepTrainings();
+  Sink s1, s2;
+  Connect(&s1);
+  Connect(&s2);
+  auto tasks = Take({&s1, &s2});
+  ASSERT_EQ(tasks.size(), 2u) << "round 1: two tasks";
+  EXPECT_EQ(json::parse(tasks[0].second.params())["model"], init);
+  // Weighted by samples: (1·30 + 4·10) / 40 = 1.75 for every value.
+  ReportDelta(tasks[0].first, tasks[0].second, Model(1, 1), 30);
+  ReportDelta(tasks[1].first, tasks[1].second, Model(4, 4), 10);
+  coordinator_->StepTrainings();
+  auto rounds = Rounds(*job);
+  ASSERT_EQ(rounds.size(), 2u);
+  Weights want = Model(1, 2);
+  rounds::AddScaled(&want, Model(1.75f, 1.75f), 1.0f);
+  EXPECT_EQ(rounds::ModelBytes(Read(rounds[1].model)), rounds::ModelBytes(want));
+  json info = json::parse(rounds[1].info_json);
+  EXPECT_EQ(info["reporters"].size(), 2u);
+  EXPECT_DOUBLE_EQ(info["eval"]["accuracy"].get<double>(), 0.7);  // round 0's model, 14 of 20
+  // The last model is evaluated, then the job ends with the curve.
+  auto evals = Take({&s1, &s2});
+  ASSERT_EQ(evals.size(), 2u);
+  for (const auto& [sink, a] : evals) {
+    json p = json::parse(a.params());
+    EXPECT_EQ(p["kind"], "eval");
+    EXPECT_EQ(p["model"], rounds[1].model);
+    json out = {{"kind", "eval"}, {"task", p["task"]},
+                {"eval", {{"loss_sum", 5.0}, {"correct", 9}, {"count", 10}}},
+                {"files", json::array()}};
+    Report(sink, a.lease_id(), out.dump());
+  }
+  coordinator_->StepTrainings();
+  auto end = coordinator_->GetResults(*job, kAlice);
+  ASSERT_TRUE(end.ok());
+  EXPECT_EQ(end->first.state(), "done") << end->first.error();
+  json result = json::parse(end->second);
+  ASSERT_EQ(result["curve"].size(), 2u);
+  EXPECT_DOUBLE_EQ(result["curve"][1]["accuracy"].get<double>(), 0.9);
+  EXPECT_EQ(result["trials"][0]["files"].back()["sha256"], rounds[1].model);
+  // The owner may download the final model the coordinator made.
+  EXPECT_TRUE(coordinator_->MayReadBlob(rounds[1].model, kAlice).ok());
+}
+
+TEST_F(RoundTraining, BadDeltasAreRefusedAndCountAgainstTheirAgentsAndChangeNothing) {
+  std::string init = Upload(rounds::ModelBytes(Model(1, 2)));
+  auto job = coordinator_->Submit(
+      Spec(init, 1, 3, {{"aggregation", {{"norm_factor", 10}}}}).dump(), kAlice);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  coordinator_->StepTrainings();
+  Sink honest1, honest2, liar;
+  Connect(&honest1, 1);  // one task each: what goes back to pending is the liar's again
+  Connect(&honest2, 1);
+  AgentId liar_id = Connect(&liar);
+  auto tasks = Take({&honest1, &honest2, &liar});
+  ASSERT_EQ(tasks.size(), 3u);
+  auto of = [&](Sink* s) {
+    for (auto& t : tasks) {
+      if (t.first == s) return t.second;
+    }
+    ADD_FAILURE() << "no task";
+    return v1::Assignment();
+  };
+  auto agents = [&] { return coordinator_->ListAgents().value(); };
+  auto invalid = [&](const AgentId& id) {
+    for (const auto& a : agents()) {
+      if (a.agent_id() == id) return a.invalid_results();
+    }
+    return uint64_t{0};
+  };
+  // A NaN, a wrong shape, too many samples: refused when they come.
+  Weights nan = Model(1, 1);
+  nan[0].values[1] = std::nanf("");
+  ReportDelta(&liar, of(&liar), nan, 10);
+  EXPECT_EQ(invalid(liar_id), 1u);
+  Weights wrong = {{"fc.bias", {3}, {1, 2, 3}}, {"fc.weight", {2, 2}, {1, 2, 3, 4}}};
+  ReportDelta(&liar, of(&liar), wrong, 10);  // its lease ended with the first: stale
+  EXPECT_EQ(invalid(liar_id), 1u);
+  // The task went back to pending; the liar takes it again and lies bigger:
+  // finite, well-shaped, a thousand times the others' norm.
+  auto again = Take({&honest1, &honest2, &liar});
+  ASSERT_EQ(again.size(), 1u);
+  ASSERT_EQ(again[0].first, &liar);
+  ReportDelta(&honest1, of(&honest1), Model(1, 1), 40);
+  ReportDelta(&honest2, of(&honest2), Model(3, 3), 40);
+  ReportDelta(&liar, again[0].second, Model(1000, 1000), 40);
+  coordinator_->StepTrainings();
+  auto rounds = Rounds(*job);
+  ASSERT_EQ(rounds.size(), 2u);
+  json info = json::parse(rounds[1].info_json);
+  ASSERT_EQ(info["rejected"].size(), 1u) << info.dump();
+  EXPECT_EQ(info["rejected"][0]["agent"], liar_id);
+  EXPECT_NE(info["rejected"][0]["why"].get<std::string>().find("norm"), std::string::npos);
+  EXPECT_EQ(invalid(liar_id), 2u);
+  // The model is as if the liar had not been there.
+  Weights want = Model(1, 2);
+  rounds::AddScaled(&want, Model(2, 2), 1.0f);
+  EXPECT_EQ(rounds::ModelBytes(Read(rounds[1].model)), rounds::ModelBytes(want));
+}
+
+TEST_F(RoundTraining, ARestartedCoordinatorGoesOnFromTheLastRound) {
+  std::string init = Upload(rounds::ModelBytes(Model(1, 2)));
+  auto job = coordinator_->Submit(
+      Spec(init, 3, 1, {{"compression", "int8"}, {"outer", {{"optimizer", "nesterov"}}}}).dump(),
+      kAlice);
+  ASSERT_TRUE(job.ok());
+  coordinator_->StepTrainings();
+  Sink s;
+  Connect(&s);
+  auto run_round = [&](Sink* sink, float x) {
+    auto t = Take({sink});
+    ASSERT_EQ(t.size(), 1u);
+    ReportDelta(sink, t[0].second, Model(x, -x), 40);
+    coordinator_->StepTrainings();
+  };
+  run_round(&s, 0.5f);
+  ASSERT_EQ(Rounds(*job).size(), 2u);
+  // Round 2's job is out; the coordinator dies and comes back.
+  Start();
+  coordinator_->StepTrainings();
+  Sink s2;
+  Reconnect(&s2, keys_[&s].first, keys_[&s].second);
+  run_round(&s2, 0.25f);
+  auto rounds = Rounds(*job);
+  ASSERT_EQ(rounds.size(), 3u);
+  // Round 3 trains from round 2's model, which an agent holding round 1's
+  // rebuilds from the compressed update, bit for bit.
+  auto t = Take({&s2});
+  ASSERT_EQ(t.size(), 1u);
+  json p = json::parse(t[0].second.params());
+  EXPECT_EQ(p["model"], rounds[2].model);
+  EXPECT_EQ(p["base"], rounds[1].model);
+  EXPECT_EQ(p["update"], rounds[2].update);
+  Weights rebuilt = rounds::Rebuild(Read(rounds[1].model), Read(rounds[2].update));
+  EXPECT_EQ(Sha256Hex(rounds::ModelBytes(rebuilt)), rounds[2].model);
+  // The update travels as the job's compression says.
+  auto update = tensors::ParseSafetensors(blobs_->Load(rounds[2].update, 1 << 20).value());
+  ASSERT_TRUE(update.ok());
+  EXPECT_EQ(update->metadata["codec"], "int8");
+  EXPECT_EQ(update->tensors[0].dtype, tensors::DType::kI8);
+}
+
+TEST_F(RoundTraining, ImpossibleSpecsAreRefusedNamingTheField) {
+  std::string init = Upload(rounds::ModelBytes(Model(1, 2)));
+  auto refused = [&](json extra) {
+    auto r = coordinator_->Submit(Spec(init, 2, 2, extra).dump(), kAlice);
+    return r.ok() ? std::string("accepted") : r.status().message();
+  };
+  EXPECT_NE(refused({{"inner", {{"steps", 0}}}}).find("params.inner.steps"), std::string::npos);
+  EXPECT_NE(refused({{"quorum", 1.5}}).find("params.quorum"), std::string::npos);
+  EXPECT_NE(refused({{"deadline_s", 0}}).find("params.deadline_s"), std::string::npos);
+  EXPECT_NE(refused({{"min_workers", 3}}).find("params.min_workers"), std::string::npos);
+  EXPECT_NE(refused({{"compression", "int4"}}).find("params.compression"), std::string::npos);
+  EXPECT_NE(refused({{"aggregation", {{"rule", "mode"}}}}).find("params.aggregation.rule"),
+            std::string::npos);
+  EXPECT_NE(refused({{"local_dataset", "home"}}).find("params.dataset"), std::string::npos);
+  EXPECT_NE(refused({{"init", "not-a-hash"}}).find("params.init"), std::string::npos);
+  EXPECT_NE(refused({{"bogus", 1}}).find("params.bogus: unknown field"), std::string::npos)
+      << refused({{"bogus", 1}});
+  // Only the coordinator submits rounds.
+  auto round = coordinator_->Submit(R"({"app":"fedround","params":{}})", kAlice);
+  EXPECT_FALSE(round.ok());
+  EXPECT_TRUE(coordinator_->ListJobs(10, kAlice).empty());
+}
+
+}  // namespace
+}  // namespace claw
