@@ -360,6 +360,7 @@ Status Agent::Run() {
   popts.limits = options_.limits;
   std::string offered, missing;
   for (const std::string& name : apps_.Names()) {
+    if (apps_.Find(name)->Driven()) continue;  // runs no tasks (its driver's jobs do)
     Status st = apps_.Find(name)->Runnable();
     if (st.ok()) {
       runnable_apps_.push_back(name);

@@ -1,0 +1,181 @@
+// Training one model across agents in rounds (app fedtrain), for real: a
+// coordinator and agent processes on loopback, libtorch in the workers,
+// Fashion-MNIST uploaded by the CLI or kept on an agent.
+#include <csignal>
+#include <thread>
+
+#include "common/crypto.h"
+#include "harness.h"
+#include "tests/requirements.h"
+
+namespace claw::testing {
+namespace {
+
+using std::chrono::seconds;
+
+const std::string kData = FashionMnistDir();
+
+class Fedtrain : public Network {
+ protected:
+  // A small MLP, quick rounds: `rounds` of 2 workers.
+  std::vector<std::string> Submit(int rounds, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {
+        "submit", "--app", "fedtrain", "--seed", "7", "-p", "model=mlp", "-p", "width=32",
+        "-p", "rounds=" + std::to_string(rounds), "-p", "workers=2", "-p", "overprovision=1",
+        "-p", "train_limit=3000", "-p", "test_limit=1000", "-p",
+        R"(inner={"steps":40,"batch":32,"lr":0.003})"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  }
+  std::string JobIn(const std::string& out) {
+    auto at = out.find("j-");
+    EXPECT_NE(at, std::string::npos) << out;
+    return at == std::string::npos ? "" : out.substr(at, 12);
+  }
+  nlohmann::json Result(Client& client, const std::string& job) {
+    auto r = client.Results(job);
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? nlohmann::json::parse(r->result_json(), nullptr, false) : nlohmann::json();
+  }
+  static std::string ModelOf(const nlohmann::json& result) {
+    for (const auto& f : result["trials"][0]["files"]) {
+      if (f["path"] == "model.safetensors") return f["sha256"];
+    }
+    return "";
+  }
+};
+
+TEST_F(Fedtrain, RoundsRunOnTwoAgentsAndTheModelServesInference) {
+  CLAW_REQUIRE(NeedFashionMnist());
+  CLAW_REQUIRE(NeedMlBuild());
+  StartCoordinator();
+  StartAgent();
+  StartAgent();
+  std::string out;
+  auto args = Submit(3, {"--dataset", kData, "--wait"});
+  ASSERT_EQ(Claw(args, &out), 0) << out;
+  // --wait shows each round, then the curve.
+  EXPECT_NE(out.find("round 2/3"), std::string::npos) << out;
+  EXPECT_NE(out.find("ROUND  TEST_ACC"), std::string::npos) << out;
+  EXPECT_NE(out.find("on 2 devices"), std::string::npos) << out;
+  std::string job = JobIn(out);
+  Client client(target(), seconds(5));
+  nlohmann::json r = Result(client, job);
+  ASSERT_EQ(r["curve"].size(), 4u) << r.dump();  // rounds 0..3
+  double first = r["curve"][0]["accuracy"], last = r["curve"][3]["accuracy"];
+  EXPECT_LT(first, 0.3) << "the initial model guesses";
+  EXPECT_GT(last, 0.6) << r["curve"].dump();
+  EXPECT_EQ(r["curve"][3]["count"], 1000);
+  ASSERT_EQ(r["rounds"].size(), 3u);
+  for (const auto& round : r["rounds"]) {
+    EXPECT_EQ(round["agents"].size(), 2u);
+    // int8 both ways: a delta or an update is about a quarter of the model.
+    EXPECT_LT(round["update_bytes"].get<double>(), 0.3 * r["bytes"]["model"].get<double>());
+    EXPECT_LT(round["bytes_up"].get<double>(), 2 * 0.3 * r["bytes"]["model"].get<double>());
+  }
+  // The model comes back, and serves inference.
+  ASSERT_EQ(Claw({"results", job, "--out", (dir_ / "model").string()}, &out), 0) << out;
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "model" / "model.safetensors"));
+  EXPECT_EQ(Sha256Hex(ReadFile((dir_ / "model" / "model.safetensors").string())), ModelOf(r));
+  ASSERT_EQ(Claw({"submit", "--app", "infer", "--model-of", job, "--dataset", kData, "-p",
+                  "shards=2", "--wait"},
+                 &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("accuracy"), std::string::npos) << out;
+  // `claw jobs` lists the training job, not its rounds.
+  ASSERT_EQ(Claw({"jobs"}, &out), 0);
+  EXPECT_NE(out.find("fedtrain"), std::string::npos) << out;
+  EXPECT_EQ(out.find("fedround"), std::string::npos) << out;
+}
+
+// kill -9 of the coordinator mid-training: it goes on from the last round,
+// and with the same devices reporting in each round the model is the one an
+// undisturbed run makes, bit for bit.
+TEST_F(Fedtrain, ACoordinatorKilledMidTrainingEndsWithTheUndisturbedModel) {
+  CLAW_REQUIRE(NeedFashionMnist());
+  CLAW_REQUIRE(NeedMlBuild());
+  StartCoordinator();
+  StartAgent();
+  StartAgent();
+  Client client(target(), seconds(5));
+  std::string out;
+  ASSERT_EQ(Claw(Submit(8, {"--dataset", kData, "--wait"}), &out), 0) << out;
+  std::string reference = ModelOf(Result(client, JobIn(out)));
+  ASSERT_FALSE(reference.empty());
+
+  ASSERT_EQ(Claw(Submit(8, {"--dataset", kData}), &out), 0) << out;
+  std::string job = JobIn(out);
+  ASSERT_TRUE(WaitFor([&] {
+    auto j = client.GetJob(job);
+    return j.ok() && j->tasks_done() >= 2;
+  }, seconds(120)));
+  auto before = client.GetJob(job);
+  ASSERT_EQ(before->state(), "running") << "it ended before the kill; make it longer";
+  coordinator_->Kill(SIGKILL);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  StartCoordinator();
+  v1::JobInfo end = WaitForJobEnd(client, job, seconds(180));
+  ASSERT_EQ(end.state(), "done") << end.error() << "\n" << coordinator_->Tail();
+  nlohmann::json r = Result(client, job);
+  EXPECT_EQ(ModelOf(r), reference) << "killed at round " << before->tasks_done();
+  EXPECT_EQ(r["rounds"].size(), 8u);
+}
+
+// A dataset that stays on its device: only the agent that has it trains,
+// while another agent without it stands by.
+TEST_F(Fedtrain, ALocalDatasetIsUsedOnlyWhereItIs) {
+  CLAW_REQUIRE(NeedFashionMnist());
+  CLAW_REQUIRE(NeedMlBuild());
+  StartCoordinator();
+  StartAgent(1, {"--dataset", "fashion=" + kData});
+  StartAgent();
+  std::string out;
+  ASSERT_EQ(Claw(Submit(2, {"-p", "local_dataset=fashion", "-p", "workers=1", "--wait"}), &out), 0)
+      << out;
+  Client client(target(), seconds(5));
+  nlohmann::json r = Result(client, JobIn(out));
+  std::set<std::string> agents;
+  for (const auto& round : r["rounds"]) {
+    for (const auto& a : round["agents"]) agents.insert(a);
+  }
+  EXPECT_EQ(agents.size(), 1u) << r.dump();
+  EXPECT_GT(r["curve"].back()["accuracy"].get<double>(), 0.5);
+  // No dataset blob was uploaded: the coordinator holds the models alone.
+  size_t blobs = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(data() + "/blobs")) {
+    if (e.is_regular_file() && e.file_size() > 1'000'000) ++blobs;
+  }
+  EXPECT_EQ(blobs, 0u) << "a file the size of the dataset reached the coordinator";
+}
+
+// An agent killed mid-training: the over-provisioned rounds close at their
+// quorum with the others, and the job ends.
+TEST_F(Fedtrain, RoundsGoOnWhenAnAgentVanishes) {
+  CLAW_REQUIRE(NeedFashionMnist());
+  CLAW_REQUIRE(NeedMlBuild());
+  StartCoordinator();
+  StartAgent();
+  StartAgent();
+  Process& doomed = StartAgent();
+  std::string out;
+  ASSERT_EQ(Claw(Submit(6, {"--dataset", kData, "-p", "overprovision=1.5", "-p", "quorum=1"}),
+                 &out),
+            0)
+      << out;
+  std::string job = JobIn(out);
+  Client client(target(), seconds(5));
+  ASSERT_TRUE(WaitFor([&] {
+    auto j = client.GetJob(job);
+    return j.ok() && j->tasks_done() >= 2;
+  }, seconds(120)));
+  doomed.Kill(SIGKILL);
+  v1::JobInfo end = WaitForJobEnd(client, job, seconds(180));
+  ASSERT_EQ(end.state(), "done") << end.error();
+  nlohmann::json r = Result(client, job);
+  EXPECT_EQ(r["rounds"].size(), 6u);
+  for (const auto& round : r["rounds"]) EXPECT_EQ(round["agents"].size(), 2u) << round.dump();
+}
+
+}  // namespace
+}  // namespace claw::testing
