@@ -145,6 +145,11 @@ class Coordinator : private rounds::RoundHost {
   // The job's info and merged result (empty until done).
   Result<std::pair<v1::JobInfo, std::string>> GetResults(const JobId& id,
                                                           const UserRecord& caller);
+  // A training job's finished rounds so far (round 0: the initial model),
+  // each with its model's blob and what its info says (who reported, what
+  // was refused, the previous model's accuracy, bytes): the live curve.
+  Result<std::pair<v1::JobInfo, std::vector<RoundRecord>>> TrainingRounds(
+      const JobId& id, const UserRecord& caller);
   // Registers a watcher: it gets the current state at once, then each change.
   Status Watch(const JobId& id, const UserRecord& caller, JobWatcher* watcher);
   void Unwatch(JobWatcher* watcher);

@@ -145,6 +145,20 @@ HttpResponse HttpApi::Jobs(const HttpRequest& req, const UserRecord& caller) {
                                               : nlohmann::json::parse(r->second, nullptr, false);
     return Json(200, {{"job", JobInfoToJson(r->first)}, {"result", result}});
   }
+  if (seg.size() == 4 && req.method == "GET" && seg[3] == "rounds") {
+    auto r = coordinator_->TrainingRounds(seg[2], caller);
+    if (!r.ok()) return Error(r.status());
+    nlohmann::json rounds = nlohmann::json::array();
+    for (const RoundRecord& rec : r->second) {
+      nlohmann::json info = nlohmann::json::parse(rec.info_json, nullptr, false);
+      if (!info.is_object()) info = nlohmann::json::object();
+      info["round"] = rec.round;
+      info["model"] = rec.model;
+      if (!rec.update.empty()) info["update"] = rec.update;
+      rounds.push_back(std::move(info));
+    }
+    return Json(200, {{"job", JobInfoToJson(r->first)}, {"rounds", rounds}});
+  }
   return Error(NotFound("no route " + req.method + " " + req.path.substr(0, 200)));
 }
 

@@ -41,6 +41,24 @@ void Coordinator::WakeDriverFor(const JobId& id) {
   driver_cv_.notify_one();
 }
 
+Result<std::pair<v1::JobInfo, std::vector<RoundRecord>>> Coordinator::TrainingRounds(
+    const JobId& id, const UserRecord& caller) {
+  v1::JobInfo info;
+  {
+    MutexLock lock(mu_);
+    auto v = VisibleJob(id, caller);
+    if (!v.ok()) return v.status();
+    info = InfoOf(*v);
+  }
+  const App* app = apps_->Find(info.app());
+  if (!app || !app->Driven()) {
+    return InvalidArgument("job " + id + " is a " + info.app() + " job, which has no rounds");
+  }
+  auto rounds = store_->Rounds(id);
+  if (!rounds.ok()) return rounds.status();
+  return std::make_pair(std::move(info), std::move(rounds).value());
+}
+
 std::vector<JobRecord> Coordinator::RunningTrainings() {
   MutexLock lock(mu_);
   std::vector<JobRecord> out;
