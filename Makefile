@@ -11,7 +11,7 @@ FUZZ_TARGETS = job_spec agent_message client_requests safetensors
 SAN_BUILD ?= build-sanitize
 SAN_REPORTS = $(abspath $(SAN_BUILD))/reports
 
-.PHONY: all setup configure build demo test unit integration bench fuzz sanitize clean format
+.PHONY: all setup configure build demo test unit integration bench bench-fedtrain fuzz sanitize clean format
 
 all: build
 
@@ -82,6 +82,11 @@ sanitize: setup
 
 bench: build
 	$(BUILD)/bench/network_bench all
+
+# Training one model on 2 agents in rounds against PyTorch DDP and a single
+# process (~6 min; docs/benchmarks.md).
+bench-fedtrain: build
+	/usr/bin/python3 bench/fedtrain_bench.py --claw $(BUILD)/claw
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')

@@ -72,6 +72,7 @@ grpc::Status BlobServiceImpl::PutBlob(grpc::ServerContext* ctx,
   } while (reader->Read(&chunk));
   auto written = (*writer)->Commit();
   if (!written.ok()) return ToGrpc(written.status());
+  if (!caller->user) coordinator_->CountAgentBlobBytes(0, *written);
   if (*written != size) {
     // The hash matched, so the content is right; the declared size was not.
     return ToGrpc(InvalidArgument("size: declared " + std::to_string(size) + ", sent " +
@@ -108,6 +109,7 @@ grpc::Status BlobServiceImpl::GetBlob(grpc::ServerContext* ctx, const v1::BlobRe
   });
   if (!st.ok()) return ToGrpc(st);
   if (first) writer->Write(chunk);  // an empty blob: still one chunk with the name
+  if (!caller->user && sent) coordinator_->CountAgentBlobBytes(*size, 0);
   return sent ? grpc::Status::OK : grpc::Status::CANCELLED;
 }
 

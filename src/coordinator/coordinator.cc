@@ -545,6 +545,12 @@ v1::JobInfo Coordinator::InfoOf(const JobView& v) const {
       i.set_progress(p->line);
       i.set_tasks_total(p->total);
       i.set_tasks_done(p->done);
+      // Why its round makes no progress (no agent has the dataset, ...).
+      if (auto round = driver_->CurrentRound(v.record.id); round && i.state() == "running") {
+        if (auto rv = sched_.GetJob(*round); rv && !rv->waiting.empty()) {
+          i.set_waiting(*round + ": " + rv->waiting);
+        }
+      }
     }
   }
   return i;
@@ -769,6 +775,8 @@ CoordinatorMetrics Coordinator::Metrics() {
   m.pending_tasks = sched_.pending_tasks();
   m.active_leases = sched_.active_leases();
   m.connected_agents = sched_.connected_agents();
+  m.blob_bytes_to_agents = blob_to_agents_.load();
+  m.blob_bytes_from_agents = blob_from_agents_.load();
   return m;
 }
 

@@ -16,6 +16,7 @@
 // back into it.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -90,6 +91,8 @@ struct CoordinatorMetrics {
   uint64_t store_commits = 0;
   uint64_t agent_messages = 0;  // received on sessions
   uint64_t session_sends = 0;   // messages sent to agents
+  uint64_t blob_bytes_to_agents = 0;    // file bytes agents downloaded (inputs, models)
+  uint64_t blob_bytes_from_agents = 0;  // file bytes agents uploaded (outputs, deltas)
   size_t pending_tasks = 0;
   size_t active_leases = 0;
   size_t connected_agents = 0;
@@ -171,6 +174,11 @@ class Coordinator : private rounds::RoundHost {
   // Ok if the agent may upload: only while it holds a lease (its outputs).
   // PermissionDenied otherwise.
   Status MayAgentWriteBlob(const AgentId& agent);
+  // Counts file bytes that agents moved (the blob service's), for /metrics.
+  void CountAgentBlobBytes(uint64_t to_agents, uint64_t from_agents) {
+    blob_to_agents_ += to_agents;
+    blob_from_agents_ += from_agents;
+  }
   // Checks an agent's blob call: a known agent, a fresh timestamp, and its
   // signature of BlobCallMessage. PermissionDenied if not.
   Status AuthenticateAgentBlobCall(const std::string& agent_id, int64_t unix_ms,
@@ -251,6 +259,7 @@ class Coordinator : private rounds::RoundHost {
   // Running training jobs (driven apps), for the driver.
   std::set<JobId> trainings_ CLAW_GUARDED_BY(mu_);
 
+  std::atomic<uint64_t> blob_to_agents_{0}, blob_from_agents_{0};
   std::unique_ptr<rounds::RoundDriver> driver_;
   std::mutex driver_mu_;
   std::condition_variable driver_cv_;

@@ -154,6 +154,7 @@ HttpResponse HttpApi::Jobs(const HttpRequest& req, const UserRecord& caller) {
       if (!info.is_object()) info = nlohmann::json::object();
       info["round"] = rec.round;
       info["model"] = rec.model;
+      info["finished_unix_ms"] = rec.finished.unix_ms();
       if (!rec.update.empty()) info["update"] = rec.update;
       rounds.push_back(std::move(info));
     }
@@ -195,6 +196,8 @@ HttpResponse HttpApi::Metrics() {
   line("claw_store_commits_total", "counter", m.store_commits);
   line("claw_agent_messages_total", "counter", m.agent_messages);
   line("claw_session_sends_total", "counter", m.session_sends);
+  line("claw_blob_bytes_to_agents_total", "counter", m.blob_bytes_to_agents);
+  line("claw_blob_bytes_from_agents_total", "counter", m.blob_bytes_from_agents);
   line("claw_pending_tasks", "gauge", m.pending_tasks);
   line("claw_active_leases", "gauge", m.active_leases);
   line("claw_connected_agents", "gauge", m.connected_agents);

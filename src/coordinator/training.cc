@@ -81,6 +81,11 @@ Status Coordinator::SubmitRound(const JobId& id, const std::string& owner,
   if (!planned.ok()) return planned.status();
   MutexLock lock(mu_);
   if (sched_.GetJob(id)) return Status::Ok();
+  // Not for a training job that ended meanwhile (cancelled while its last
+  // round was being aggregated).
+  if (!trainings_.count(id.substr(0, id.find('.')))) {
+    return FailedPrecondition("job " + id.substr(0, id.find('.')) + " is no longer running");
+  }
   Time now = clock_->Now();
   CLAW_RETURN_IF_ERROR(sched_.AddJob(id, owner, std::move(planned).value(), now));
   CommitAndNotify(now);

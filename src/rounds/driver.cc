@@ -141,10 +141,10 @@ bool RoundDriver::StepOne(const JobRecord& job) {
       }
       json res = json::parse(v->record.result_json, nullptr, false);
       r0.model = res.is_object() ? res.value("model", "") : "";
+      r0.finished = v->record.finished;
     }
     auto size = blobs_->Size(r0.model);
     r0.info_json = json{{"round", 0}, {"model_bytes", size.ok() ? *size : 0}}.dump();
-    r0.finished = Time{};
     Status st = host_->SaveRound(r0);
     if (!st.ok()) log_->error("training job={} cannot store round 0: {}", job.id, st.message());
     return st.ok();

@@ -330,5 +330,24 @@ TEST_F(RoundTraining, ImpossibleSpecsAreRefusedNamingTheField) {
   EXPECT_TRUE(coordinator_->ListJobs(10, kAlice).empty());
 }
 
+// What an agent downloads for a round's task: the update alone when it holds
+// the model before it, else the model; nothing when it has the model.
+TEST_F(RoundTraining, AnAgentHoldingTheLastModelFetchesOnlyTheUpdate) {
+  const App* app = apps_.Find("fedround");
+  ASSERT_NE(app, nullptr);
+  std::string base = Upload(rounds::ModelBytes(Model(1, 2)));
+  std::string update = Upload(rounds::ModelBytes(Model(0.5f, 0.5f)));
+  std::string model = std::string(64, 'a');  // not here
+  json p = {{"kind", "train"}, {"model", model}, {"base", base}, {"update", update},
+            {"local_dataset", "home"}};
+  EXPECT_EQ(app->BlobsToFetch(p.dump(), *blobs_), std::vector<std::string>{update});
+  p["base"] = std::string(64, 'b');  // the agent lacks the model before
+  EXPECT_EQ(app->BlobsToFetch(p.dump(), *blobs_), std::vector<std::string>{model});
+  p["model"] = base;  // it has the model itself
+  EXPECT_TRUE(app->BlobsToFetch(p.dump(), *blobs_).empty());
+  // Whatever it may fetch, it may read (what the coordinator allows).
+  EXPECT_EQ(app->TaskInputBlobs(p.dump()).size(), 3u);
+}
+
 }  // namespace
 }  // namespace claw
