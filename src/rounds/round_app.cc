@@ -241,46 +241,141 @@ Result<std::string> RoundApp::Run(std::string_view task_params, const RunContext
   return RunTrainOrEval(p, ctx, **lib);
 }
 
+namespace {
+
+// A number field of an agent's output, checked: finite, within [lo, hi].
+Result<double> NumberIn(const json& o, const char* key, double lo, double hi) {
+  auto it = o.find(key);
+  if (it == o.end() || !it->is_number()) return InvalidArgument(std::string(key) + ": not a number");
+  double v = it->get<double>();
+  if (!std::isfinite(v) || v < lo || v > hi) {
+    return InvalidArgument(std::string(key) + ": " + it->dump().substr(0, 40) + " is out of range");
+  }
+  return v;
+}
+
+// The output's evaluation {"loss_sum", "correct", "count"}, checked; null
+// when it has none.
+Result<json> EvalIn(const json& o) {
+  auto it = o.find("eval");
+  if (it == o.end() || it->is_null()) return json(nullptr);
+  if (!it->is_object()) return InvalidArgument("eval: not an object");
+  auto count = NumberIn(*it, "count", 0, 1e9);
+  auto correct = NumberIn(*it, "correct", 0, 1e9);
+  auto loss = NumberIn(*it, "loss_sum", 0, 1e18);
+  for (const auto* r : {&count, &correct, &loss}) {
+    if (!r->ok()) return Status(r->status().code(), "eval." + r->status().message());
+  }
+  if (*correct > *count || std::floor(*count) != *count || std::floor(*correct) != *correct) {
+    return InvalidArgument("eval: correct and count must be whole, correct at most count");
+  }
+  return json{{"loss_sum", *loss},
+              {"correct", static_cast<int64_t>(*correct)},
+              {"count", static_cast<int64_t>(*count)}};
+}
+
+}  // namespace
+
+// Outputs come from agents: every field is checked, and what is kept is
+// rewritten from the checked values alone (Merge and the driver read only
+// that), with the sending agent added by the coordinator.
 Status RoundApp::CheckOutput(std::string_view task_params, std::string* output,
                              const std::string& agent, const BlobDir& blobs) const {
   json p = json::parse(task_params, nullptr, false);
   json o = json::parse(*output, nullptr, false);
   if (!p.is_object() || !o.is_object()) return InvalidArgument("the output is not a JSON object");
-  std::string kind = Str(p, "kind");
+  const std::string kind = Str(p, "kind");
   if (Str(o, "kind") != kind) return InvalidArgument("the output is not of a " + kind + " task");
-  if (kind == "train") {
-    if (o.value("round", -1) != p.value("round", -2) || o.value("task", -1) != p.value("task", -2)) {
-      return InvalidArgument("the output is for another round or task");
+  json checked = {{"kind", kind}, {"agent", agent}};
+  json files = json::array();
+  constexpr uint64_t kMaxModel = uint64_t{16} << 30;
+  auto file = [&](const std::string& path, const std::string& hash) -> Status {
+    auto size = blobs.Size(hash);
+    if (!size.ok()) return size.status();
+    files.push_back(FileEntry(path, hash, *size));
+    return Status::Ok();
+  };
+  if (kind == "init") {
+    std::string model = Str(o, "model");
+    if (!IsBlobHash(model)) return InvalidArgument("model: not a blob's SHA-256");
+    auto bytes = blobs.Load(model, kMaxModel);
+    if (!bytes.ok()) return bytes.status();
+    auto w = ReadWeights(*bytes);
+    if (!w.ok()) return Status(w.status().code(), "model: " + w.status().message());
+    if (!std::isfinite(Norm(*w))) return InvalidArgument("model: a value is not finite");
+    checked["model"] = model;
+    checked["parameters"] = ParameterCount(*w);
+    CLAW_RETURN_IF_ERROR(file("model.safetensors", model));
+  } else {
+    auto task = NumberIn(o, "task", 0, 1e9);
+    if (!task.ok() || *task != p.value("task", -1.0)) {
+      return InvalidArgument("task: the output is for another task");
     }
-    auto model_bytes = blobs.Load(Str(p, "model"), uint64_t{16} << 30);
+    checked["task"] = static_cast<int64_t>(*task);
+    auto e = EvalIn(o);
+    if (!e.ok()) return e.status();
+    if (!e->is_null()) checked["eval"] = *e;
+  }
+  if (kind == "train") {
+    auto round = NumberIn(o, "round", 0, 1e9);
+    if (!round.ok() || *round != p.value("round", -1.0)) {
+      return InvalidArgument("round: the output is for another round");
+    }
+    checked["round"] = static_cast<int64_t>(*round);
+    auto model_bytes = blobs.Load(Str(p, "model"), kMaxModel);
     if (!model_bytes.ok()) return model_bytes.status();
     auto model = ReadWeights(*model_bytes);
     if (!model.ok()) return model.status();
     // A delta is at most the model in fp32 with room for its header.
-    auto delta_bytes = blobs.Load(Str(o, "delta"), model_bytes->size() * 2 + (1 << 20));
+    std::string hash = Str(o, "delta");
+    if (!IsBlobHash(hash)) return InvalidArgument("delta: not a blob's SHA-256");
+    auto delta_bytes = blobs.Load(hash, model_bytes->size() * 2 + (1 << 20));
     if (!delta_bytes.ok()) return Status(delta_bytes.status().code(), "delta: " + delta_bytes.status().message());
     auto delta = ReadWeights(*delta_bytes);
     if (!delta.ok()) return Status(delta.status().code(), "delta: " + delta.status().message());
-    CLAW_RETURN_IF_ERROR(SameShapes(*model, *delta));
+    Status shapes = SameShapes(*model, *delta);
+    if (!shapes.ok()) return Status(shapes.code(), "delta: " + shapes.message());
     if (!std::isfinite(Norm(*delta))) return InvalidArgument("delta: a value is not finite");
-    double samples = o.value("samples", 0.0);
-    const json& inner = p["inner"];
+    const json inner = p.value("inner", json::object());
     double most = inner.value("steps", 0.0) * inner.value("batch", 0.0);
-    if (!(samples > 0 && samples <= most)) {
-      return InvalidArgument("samples: " + std::to_string(samples) + " is not in (0, " +
-                             std::to_string(most) + "], what the task may train on");
+    auto samples = NumberIn(o, "samples", 0, most);
+    if (!samples.ok() || *samples <= 0) {
+      return InvalidArgument("samples: not in (0, " + std::to_string(most) +
+                             "], what the task may train on");
+    }
+    auto loss = NumberIn(o, "train_loss", 0, 1e18);
+    auto seconds = NumberIn(o, "seconds", 0, 1e9);
+    checked["delta"] = hash;
+    checked["samples"] = *samples;
+    checked["train_loss"] = loss.ok() ? *loss : 0.0;
+    checked["seconds"] = seconds.ok() ? *seconds : 0.0;
+    CLAW_RETURN_IF_ERROR(file("delta.safetensors", hash));
+  }
+  if (kind == "eval" && o.contains("files") && o["files"].is_array()) {
+    for (const json& f : o["files"]) {
+      if (!f.is_object() || Str(f, "path") != "model.pt" || !IsBlobHash(Str(f, "sha256"))) {
+        return InvalidArgument("files: an eval task writes model.pt alone");
+      }
+      CLAW_RETURN_IF_ERROR(file("model.pt", Str(f, "sha256")));
     }
   }
-  const json& e = o.value("eval", json::object());
-  if (e.is_object() && (e.value("correct", 0) < 0 || e.value("correct", 0) > e.value("count", 0))) {
-    return InvalidArgument("eval: more correct than evaluated");
-  }
-  o["agent"] = agent;
-  *output = o.dump();
+  checked["files"] = files;
+  *output = checked.dump();
   return Status::Ok();
 }
 
 Result<json> RoundApp::Merge(const JobSpec& spec, const std::vector<std::string_view>& outputs) const {
+  // Outputs were rewritten from checked values (CheckOutput); a type error
+  // here would mean a stored output that was not, and fails the round.
+  try {
+    return MergeChecked(spec, outputs);
+  } catch (const json::exception& e) {
+    return InvalidArgument(std::string("a fedround output is malformed: ") + e.what());
+  }
+}
+
+Result<json> RoundApp::MergeChecked(const JobSpec& spec,
+                                    const std::vector<std::string_view>& outputs) const {
   json reports = json::array();
   double loss_sum = 0;
   int64_t correct = 0, count = 0;

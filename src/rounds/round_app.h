@@ -48,6 +48,10 @@ class RoundApp final : public App {
   std::vector<std::string> OutputBlobs(std::string_view task_output) const override;
   std::vector<std::string> BlobsToFetch(std::string_view task_params,
                                         const BlobDir& cache) const override;
+
+ private:
+  Result<nlohmann::json> MergeChecked(const JobSpec& spec,
+                                      const std::vector<std::string_view>& outputs) const;
 };
 
 }  // namespace claw::rounds

@@ -1,6 +1,8 @@
 // Training one model across agents in rounds (app fedtrain), for real: a
 // coordinator and agent processes on loopback, libtorch in the workers,
 // Fashion-MNIST uploaded by the CLI or kept on an agent.
+#include <httplib.h>
+
 #include <csignal>
 #include <thread>
 
@@ -73,6 +75,17 @@ TEST_F(Fedtrain, RoundsRunOnTwoAgentsAndTheModelServesInference) {
     EXPECT_LT(round["update_bytes"].get<double>(), 0.3 * r["bytes"]["model"].get<double>());
     EXPECT_LT(round["bytes_up"].get<double>(), 2 * 0.3 * r["bytes"]["model"].get<double>());
   }
+  // The rounds as JSON over HTTP, for a dashboard (plaintext: --insecure-local).
+  httplib::Client http("127.0.0.1", http_port_);
+  auto res = http.Get("/api/jobs/" + job + "/rounds");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  auto rounds = nlohmann::json::parse(res->body);
+  ASSERT_EQ(rounds["rounds"].size(), 4u) << res->body;  // 0..3
+  EXPECT_EQ(rounds["rounds"][3]["model"], ModelOf(r));
+  EXPECT_DOUBLE_EQ(rounds["rounds"][3]["eval"]["accuracy"].get<double>(),
+                   r["curve"][2]["accuracy"].get<double>());
+  EXPECT_EQ(http.Get("/api/jobs/" + job + ".r1/rounds")->status, 400);  // a round has none
   // The model comes back, and serves inference.
   ASSERT_EQ(Claw({"results", job, "--out", (dir_ / "model").string()}, &out), 0) << out;
   EXPECT_TRUE(std::filesystem::exists(dir_ / "model" / "model.safetensors"));
