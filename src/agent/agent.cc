@@ -493,6 +493,7 @@ Agent::SessionEnd Agent::ServeSession(Session& s) {
     return {Unavailable(st.error_message().empty() ? "cannot open session"
                                                    : DescribeUnreachable(st, transport()))};
   }
+  log_->info("session open coordinator={} held={}", options_.coordinator, hello.hello().held_leases_size());
   bool had_traffic = false;
   last_send_ = clock_->Now();
   next_sensor_read_ = clock_->Now();
@@ -518,6 +519,16 @@ Agent::SessionEnd Agent::ServeSession(Session& s) {
     if (!s.ended && !Flush(s)) s.ended = true;
   }
   grpc::Status st = s.Finish();
+  {
+    // What the session's reader posted after the loop stopped taking events
+    // (its end, a last message) belongs to this session alone: left in the
+    // queue, a stale "stream ended" ended the next session at once, every
+    // time, before it could ask for work.
+    MutexLock lock(mu_);
+    std::erase_if(events_, [](const Event& e) {
+      return e.kind == Event::Kind::kMessage || e.kind == Event::Kind::kStreamEnded;
+    });
+  }
   if (st.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
     return {PermissionDenied("coordinator refused the session: " + st.error_message())};
   }

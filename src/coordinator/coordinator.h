@@ -237,7 +237,7 @@ class Coordinator : private rounds::RoundHost {
   Result<std::string> PublicKeyOf(const AgentId& id) CLAW_REQUIRES(mu_);
   // The job, if it exists and `caller` may see it.
   Result<JobView> VisibleJob(const JobId& id, const UserRecord& caller) const CLAW_REQUIRES(mu_);
-  v1::JobInfo InfoOf(const JobView& v) const;
+  v1::JobInfo InfoOf(const JobView& v) const CLAW_REQUIRES(mu_);
 
   Store* store_;
   const AppRegistry* apps_;
