@@ -1,6 +1,7 @@
 #include "coordinator/coordinator.h"
 
 #include <cstdlib>
+#include <unordered_set>
 
 #include "common/crypto.h"
 #include "common/text.h"
@@ -339,6 +340,10 @@ Status Coordinator::ValidateAgentMessage(const v1::AgentMessage& msg) const {
 void Coordinator::OnAgentMessage(SessionSink* sink, v1::AgentMessage& msg) {
   Status valid = ValidateAgentMessage(msg);
   std::vector<std::pair<LeaseId, std::string>> refused;  // results the app's check refused
+  // Results whose lease was unknown (or another agent's) when they were
+  // checked: stale then, they must not be taken as checked if the lease is
+  // granted to this agent meanwhile.
+  std::unordered_set<LeaseId> unchecked;
   if (valid.ok() && HasReports(msg)) {
     // Verified outside the mutex (~44 µs); the key never changes.
     AgentId id;
@@ -354,9 +359,11 @@ void Coordinator::OnAgentMessage(SessionSink* sink, v1::AgentMessage& msg) {
       apps.reserve(msg.results_size());
       params.resize(msg.results_size());
       for (int i = 0; i < msg.results_size(); ++i) {
-        apps.push_back(sched_.AppOfLease(msg.results(i).lease_id()));
+        apps.push_back(sched_.AppOfLease(msg.results(i).lease_id(), id));
         if (apps.back() && apps.back()->HasFiles()) {
-          params[i] = sched_.ParamsOfLease(msg.results(i).lease_id());
+          params[i] = sched_.ParamsOfLease(msg.results(i).lease_id(), id);
+        } else if (!apps.back()) {
+          unchecked.insert(msg.results(i).lease_id());
         }
       }
     }
@@ -380,10 +387,24 @@ void Coordinator::OnAgentMessage(SessionSink* sink, v1::AgentMessage& msg) {
   Time now = clock_->Now();
   std::vector<LeaseId> acks;
   acks.reserve(msg.results_size() + msg.failures_size() + msg.returned_size());
+  // Refused first: accepting the others may close the job and end these leases.
+  for (const auto& [lease, why] : refused) {
+    if (sched_.ResultRejected(agent, lease, why, now)) {
+      metrics_.results_invalid++;
+      log_->warn("result refused agent={} lease={} reason={}", agent, lease, EscapeControl(why));
+    }
+    acks.push_back(lease);
+  }
   if (msg.results_size() > 0) {
     std::vector<ResultIn> results;
     results.reserve(msg.results_size());
     for (auto& r : *msg.mutable_results()) {
+      if (unchecked.count(r.lease_id())) {
+        const App* app = sched_.AppOfLease(r.lease_id(), agent);
+        // Granted between the check and now: not acknowledged, so the
+        // agent sends it again, and then it is checked.
+        if (app && app->HasFiles()) continue;
+      }
       results.push_back(ResultIn{r.lease_id(), std::move(*r.mutable_output()), r.runtime_us()});
       acks.push_back(r.lease_id());
     }
@@ -403,13 +424,6 @@ void Coordinator::OnAgentMessage(SessionSink* sink, v1::AgentMessage& msg) {
                  EscapeControl(f.reason()));
     }
     acks.push_back(f.lease_id());
-  }
-  for (const auto& [lease, why] : refused) {
-    if (sched_.ResultRejected(agent, lease, why, now)) {
-      metrics_.results_invalid++;
-      log_->warn("result refused agent={} lease={} reason={}", agent, lease, EscapeControl(why));
-    }
-    acks.push_back(lease);
   }
   for (LeaseId l : msg.returned()) {
     sched_.LeaseReturned(agent, l, now);
@@ -721,11 +735,8 @@ Result<v1::JobInfo> Coordinator::Cancel(const JobId& id, const UserRecord& calle
   if (auto v = VisibleJob(id, caller); !v.ok()) return v.status();
   Time now = clock_->Now();
   CLAW_RETURN_IF_ERROR(sched_.CancelJob(id, now));
-  if (trainings_.erase(id) > 0) {  // and the round it runs now, in the same commit
-    if (auto round = driver_->CurrentRound(id)) {
-      auto rv = sched_.GetJob(*round);
-      if (rv && rv->record.state == JobState::kRunning) (void)sched_.CancelJob(*round, now);
-    }
+  if (trainings_.erase(id) > 0) {  // and the rounds it runs now, in the same commit
+    for (const JobId& round : sched_.RunningJobsUnder(id + ".")) (void)sched_.CancelJob(round, now);
   }
   CommitAndNotify(now);
   log_->info("job cancelled job={}", id);

@@ -99,14 +99,16 @@ bool Scheduler::AnyLeasedTask(const AgentId& id,
   return false;
 }
 
-const App* Scheduler::AppOfLease(LeaseId lease) const {
+const App* Scheduler::AppOfLease(LeaseId lease, const AgentId& holder) const {
   auto it = leases_.find(lease);
-  return it == leases_.end() ? nullptr : it->second.job->app;
+  if (it == leases_.end() || it->second.agent->id != holder) return nullptr;
+  return it->second.job->app;
 }
 
-std::string Scheduler::ParamsOfLease(LeaseId lease) const {
+std::string Scheduler::ParamsOfLease(LeaseId lease, const AgentId& holder) const {
   auto it = leases_.find(lease);
-  return it == leases_.end() ? std::string() : it->second.job->tasks[it->second.index].params;
+  if (it == leases_.end() || it->second.agent->id != holder) return {};
+  return it->second.job->tasks[it->second.index].params;
 }
 
 void Scheduler::SetAgentOwner(const AgentId& id, const std::string& owner) {
@@ -350,21 +352,38 @@ void Scheduler::FailTask(Job& job, uint32_t index, const std::string& reason, Ti
     RecordTask(job, index);
     return;
   }
+  if (LeaveOut(job, index, now)) return;
   task.state = TaskState::kFailed;
   job.failed++;
   RecordTask(job, index);
-  // A job that closes early goes on while enough of its tasks still may be
-  // done; its merge leaves the failed one out.
-  uint32_t need = job.spec.close_after.count() > 0 ? job.spec.close_min : job.spec.close_done;
-  if (job.spec.ClosesEarly() &&
-      job.tasks.size() - job.failed - job.cancelled >= std::max<uint32_t>(need, 1)) {
-    MaybeFinish(job, now);
-    return;
-  }
   FinishJob(job, JobState::kFailed, "",
             "task " + std::to_string(index) + " failed " + std::to_string(task.attempts) +
                 " times; last: " + reason,
             now);
+}
+
+bool Scheduler::LeaveOut(Job& job, uint32_t index, Time now) {
+  // A job that closes early goes on while enough of its tasks still may be
+  // done; its merge leaves the failed one out, and the failed task's other
+  // replicas stop.
+  uint32_t need = job.spec.close_after.count() > 0 ? job.spec.close_min : job.spec.close_done;
+  if (!job.spec.ClosesEarly() ||
+      job.tasks.size() - job.failed - 1 - job.cancelled < std::max<uint32_t>(need, 1)) {
+    return false;
+  }
+  Task& task = job.tasks[index];
+  for (LeaseId id : std::vector<LeaseId>(task.leases)) {
+    Lease l = EndLease(id);
+    if (l.agent->connected) notices_.cancels[l.agent->id].push_back(id);
+  }
+  std::vector<ReplicaResult>().swap(task.results);  // its queued entries lapse in Dispatch
+  task.unchecked_by = nullptr;
+  task.state = TaskState::kFailed;
+  job.failed++;
+  RecordTask(job, index);
+  tie_waits_.erase({job.record.id, index});
+  MaybeFinish(job, now);
+  return true;
 }
 
 size_t Scheduler::RenewLeases(const AgentId& agent_id, const std::vector<LeaseId>& running,

@@ -239,10 +239,12 @@ class Scheduler {
   // The apps the agent can run (empty: all); it gets tasks only of jobs
   // whose App::Needs it has.
   void SetAgentApps(const AgentId& agent, std::vector<std::string> apps);
-  // The app of the lease's task; nullptr for an unknown (ended) lease.
-  const App* AppOfLease(LeaseId lease) const;
-  // The params of the lease's task; empty for an unknown (ended) lease.
-  std::string ParamsOfLease(LeaseId lease) const;
+  // The app of the lease's task; nullptr for an unknown (ended) lease or
+  // one that another agent holds.
+  const App* AppOfLease(LeaseId lease, const AgentId& holder) const;
+  // The params of the lease's task; empty for an unknown (ended) lease or
+  // one that another agent holds.
+  std::string ParamsOfLease(LeaseId lease, const AgentId& holder) const;
   // Whether `fn(app, task_params)` holds for a task the agent now has an
   // active lease on (what an agent may fetch is decided by this).
   bool AnyLeasedTask(const AgentId& agent,
@@ -285,6 +287,8 @@ class Scheduler {
   std::optional<Time> NextWakeup() const;
 
   std::optional<JobView> GetJob(const JobId& id) const;
+  // The running jobs whose ids begin with `prefix` (a training job's rounds).
+  std::vector<JobId> RunningJobsUnder(std::string_view prefix) const;
   // What votes have said about the agent (a fresh record if nothing yet).
   Reputation ReputationOf(const AgentId& agent) const;
   // Most recent first.
@@ -369,6 +373,10 @@ class Scheduler {
   // Cancels what is still out of the job; MaybeFinish then merges it.
   void Close(Job& job, Time now);
   void FailTask(Job& job, uint32_t index, const std::string& reason, Time now);
+  // For a job that closes early with enough tasks left that may still be
+  // done: the task fails alone (its replicas stop) and the job goes on.
+  // False, changing nothing, for any other job.
+  bool LeaveOut(Job& job, uint32_t index, Time now);
   void FinishJob(Job& job, JobState state, std::string result_json, std::string error, Time now);
   void StopAllLeases(Job& job);
   void RecordTask(const Job& job, uint32_t index);

@@ -319,6 +319,7 @@ void Scheduler::Close(Job& job, Time now) {
       if (l.agent->connected) notices_.cancels[l.agent->id].push_back(id);
     }
     std::vector<ReplicaResult>().swap(task.results);
+    task.unchecked_by = nullptr;  // nothing of it is merged, nothing to check
     task.state = TaskState::kCancelled;
     job.cancelled++;
     RecordTask(job, i);
@@ -341,11 +342,17 @@ void Scheduler::MaybeFinish(Job& job, Time now) {
                       : job.done == job.tasks.size();
   if (!complete) return;
   // One task per agent: the one it answered last. Passing that check
-  // vouches for its earlier answers too (Judge).
+  // vouches for its earlier answers too (Judge). A job that closes early
+  // (a round of training) does not wait for such checks: its point is not
+  // to wait; spot checks while it runs judge its agents.
   std::map<Agent*, uint32_t> to_check;
+  if (job.spec.ClosesEarly()) {
+    MergeJob(job, now);
+    return;
+  }
   for (uint32_t i = 0; i < job.tasks.size(); ++i) {
     const Task& t = job.tasks[i];
-    if (!t.unchecked_by) continue;
+    if (!t.unchecked_by || t.state != TaskState::kDone) continue;
     auto it = to_check.find(t.unchecked_by);
     if (it == to_check.end() || job.tasks[it->second].unchecked_lease < t.unchecked_lease) {
       to_check[t.unchecked_by] = i;
@@ -379,6 +386,14 @@ std::optional<JobView> Scheduler::GetJob(const JobId& id) const {
   const Job* job = FindJob(id);
   if (!job) return std::nullopt;
   return ViewOf(*job);
+}
+
+std::vector<JobId> Scheduler::RunningJobsUnder(std::string_view prefix) const {
+  std::vector<JobId> out;
+  for (const auto& [id, job] : jobs_) {
+    if (id.starts_with(prefix) && job->record.state == JobState::kRunning) out.push_back(id);
+  }
+  return out;
 }
 
 std::vector<JobView> Scheduler::ListJobs(size_t limit) const {

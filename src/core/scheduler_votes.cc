@@ -88,6 +88,8 @@ std::string Scheduler::Disagreement(const Job& job, const Task& task) const {
 void Scheduler::FailForNoQuorum(Job& job, uint32_t index, const std::string& why, Time now) {
   Task& task = job.tasks[index];
   std::string differ = Disagreement(job, task);
+  task.last_error = "no quorum" + (differ.empty() ? "" : ": they differ in " + differ);
+  if (LeaveOut(job, index, now)) return;  // a job that closes early goes on without it
   task.state = TaskState::kFailed;
   job.failed++;
   RecordTask(job, index);

@@ -523,14 +523,39 @@ Result<RoundOutcome> TrainRound(const RoundConfig& c) {
   return out;
 }
 
+namespace {
+
+// What libtorch throws (a label outside the model's classes, a shape that
+// does not fit) becomes the task's error instead of ending its worker.
+template <auto F>
+struct Guard;
+template <typename R, typename... A, R (*F)(A...)>
+struct Guard<F> {
+  static R Call(A... args) {
+    try {
+      return F(std::forward<A>(args)...);
+    } catch (const c10::Error& e) {
+      return InvalidArgument(std::string("libtorch: ") + e.what_without_backtrace());
+    } catch (const std::exception& e) {
+      return Internal(std::string("libtorch: ") + e.what());
+    }
+  }
+};
+
+}  // namespace
+
 }  // namespace claw::ml
 
 // The library's one exported symbol (api.h; everything else is hidden).
 extern "C" __attribute__((visibility("default"))) const claw::ml::MlApi* claw_ml_api() {
-  static const claw::ml::MlApi api{claw::ml::kMlApiVersion, &claw::ml::Train,
-                                   &claw::ml::Predict,         &claw::ml::CountImages,
-                                   &claw::ml::InitModel,       &claw::ml::TrainRound,
-                                   &claw::ml::CheckpointOf};
+  using claw::ml::Guard;
+  static const claw::ml::MlApi api{claw::ml::kMlApiVersion,
+                                   &Guard<&claw::ml::Train>::Call,
+                                   &Guard<&claw::ml::Predict>::Call,
+                                   &Guard<&claw::ml::CountImages>::Call,
+                                   &Guard<&claw::ml::InitModel>::Call,
+                                   &Guard<&claw::ml::TrainRound>::Call,
+                                   &Guard<&claw::ml::CheckpointOf>::Call};
   return &api;
 }
 

@@ -1,5 +1,6 @@
 #include "rounds/driver.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cmath>
 
@@ -46,7 +47,16 @@ void RoundDriver::Step() {
   for (const JobRecord& job : host_->RunningTrainings()) {
     // Each pass moves one step (submit, aggregate, end); a few at once keep
     // a restart or a quick round from waiting for the next Step.
-    for (int i = 0; i < 4 && StepOne(job); ++i) {
+    for (int i = 0; i < 4; ++i) {
+      bool moved = false;
+      try {
+        moved = StepOne(job);
+      } catch (const json::exception& e) {
+        // Every stored output was checked when it came; this would be a
+        // record that was not, and ends the training rather than the thread.
+        End(job.id, JobState::kFailed, "", std::string("a stored record is malformed: ") + e.what());
+      }
+      if (!moved) break;
       auto v = host_->Job(job.id);
       if (!v || IsFinal(v->record.state)) break;
     }
@@ -106,12 +116,21 @@ bool RoundDriver::StepOne(const JobRecord& job) {
   json round_spec = {{"app", "fedround"},
                      {"seed", seed},
                      {"priority", spec.value("priority", 0)},
-                     {"max_attempts", 2},
+                     {"max_attempts", 3},
                      {"task_timeout_s", spec.value("task_timeout_s", 3600)},
                      {"replication", 1},
                      {"adaptive", false}};
+  if (t->spot_check > 0) {
+    // Two agents agree on each checked task; a third breaks a tie.
+    round_spec["replication"] = 2;
+    round_spec["quorum"] = 2;
+    round_spec["max_replicas"] = 3;
+    round_spec["adaptive"] = true;
+    round_spec["spot_check"] = std::max(t->spot_check, 0.001);
+  }
   json round_params = {{"training", t->ToJson()}, {"seed", seed}};
-  const std::string name = spec.value("name", job.id);
+  // Round names stay within a job name's limit (128).
+  const std::string name = spec.value("name", job.id).substr(0, 96);
 
   // The initial model.
   if (rounds->empty()) {
@@ -133,10 +152,12 @@ bool RoundDriver::StepOne(const JobRecord& job) {
         SetProgress(job.id, {"making the initial model", 0, t->rounds}, child);
         return true;
       }
-      if (v->record.state == JobState::kRunning) return false;
+      if (v->record.state == JobState::kRunning) {
+        if (!CurrentRound(job.id)) SetProgress(job.id, {"making the initial model", 0, t->rounds}, child);
+        return false;
+      }
       if (v->record.state != JobState::kDone) {
-        End(job.id, JobState::kFailed, "",
-                           "the initial model: " + v->record.error);
+        End(job.id, JobState::kFailed, "", "the initial model: " + v->record.error);
         return false;
       }
       json res = json::parse(v->record.result_json, nullptr, false);
@@ -189,15 +210,28 @@ bool RoundDriver::StepOne(const JobRecord& job) {
     SetProgress(job.id, {line, last.round, t->rounds}, child);
     return true;
   }
-  if (v->record.state == JobState::kRunning) return false;
-  if (v->record.state != JobState::kDone) {
-    End(job.id, JobState::kFailed, "",
-                       (final ? "the evaluation: " : "round " + std::to_string(n) + ": ") +
-                           v->record.error);
+  if (v->record.state == JobState::kRunning) {
+    // After a restart the driver learns the round it waits on here.
+    if (!CurrentRound(job.id)) {
+      SetProgress(job.id,
+                  {final ? "evaluating the model of round " + std::to_string(last.round)
+                         : "round " + std::to_string(n) + "/" + std::to_string(t->rounds),
+                   last.round, t->rounds},
+                  child);
+    }
+    return false;
+  }
+  // A failed evaluation leaves a trained model: the training is done, and
+  // its result says the evaluation failed.
+  if (v->record.state != JobState::kDone && !final) {
+    End(job.id, JobState::kFailed, "", "round " + std::to_string(n) + ": " + v->record.error);
     return false;
   }
   if (final) {
     json result = FinalResult(*rounds, *v);
+    if (v->record.state != JobState::kDone) {
+      result["evaluation_error"] = v->record.error.empty() ? "cancelled" : v->record.error;
+    }
     std::string line = "trained " + std::to_string(last.round) + " rounds";
     if (json e = EvalOf(json::parse(v->record.result_json, nullptr, false)); !e.is_null()) {
       line += " · accuracy " + Percent(e["accuracy"]) + ", loss " +
@@ -207,8 +241,10 @@ bool RoundDriver::StepOne(const JobRecord& job) {
     End(job.id, JobState::kDone, result.dump(), "");
     return false;
   }
-  auto record = Aggregate(job, params, *rounds, *v);
+  std::vector<AgentId> liars;
+  auto record = Aggregate(job, params, *rounds, *v, &liars);
   if (!record.ok()) {
+    for (const AgentId& agent : liars) host_->WrongAnswer(agent);
     End(job.id, JobState::kFailed, "",
                        "round " + std::to_string(n) + ": " + record.status().message());
     return false;
@@ -218,13 +254,15 @@ bool RoundDriver::StepOne(const JobRecord& job) {
     log_->error("training job={} cannot store round {}: {}", job.id, n, st.message());
     return false;
   }
+  for (const AgentId& agent : liars) host_->WrongAnswer(agent);
   log_->info("training job={} round={} done", job.id, n);
   return true;
 }
 
 Result<RoundRecord> RoundDriver::Aggregate(const JobRecord& job, const json& params,
                                            const std::vector<RoundRecord>& rounds,
-                                           const JobView& round_job) {
+                                           const JobView& round_job,
+                                           std::vector<AgentId>* liars) {
   auto t = ParseTrainingSpec(params);
   if (!t.ok()) return t.status();
   const RoundRecord& last = rounds.back();
@@ -262,7 +300,7 @@ Result<RoundRecord> RoundDriver::Aggregate(const JobRecord& job, const json& par
   if (deltas.empty()) return FailedPrecondition("no delta to aggregate");
   Verdicts verdicts = CheckDeltas(*model, deltas, t->check);
   for (const auto& [i, why] : verdicts.rejected) {
-    host_->WrongAnswer(reporters[i]["agent"].get<std::string>());
+    liars->push_back(reporters[i]["agent"].get<std::string>());
     rejected.push_back({{"task", reporters[i]["task"]}, {"agent", reporters[i]["agent"]}, {"why", why}});
   }
   if (verdicts.accepted.empty()) {

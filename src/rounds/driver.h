@@ -72,8 +72,11 @@ class RoundDriver {
   // Returns whether it changed anything (then it may go further at once).
   bool StepOne(const JobRecord& job);
   // Aggregates round `n`'s ended job into round n's record.
+  // The agents whose deltas its checks refused go to `liars`, to be counted
+  // once the round is stored (not again when a restart aggregates it anew).
   Result<RoundRecord> Aggregate(const JobRecord& job, const nlohmann::json& params,
-                                const std::vector<RoundRecord>& rounds, const JobView& round_job);
+                                const std::vector<RoundRecord>& rounds, const JobView& round_job,
+                                std::vector<AgentId>* liars);
   void End(const JobId& job, JobState state, std::string result, std::string error);
   Result<std::string> PutBlob(const std::string& bytes, const std::string& owner);
   nlohmann::json FinalResult(const std::vector<RoundRecord>& rounds, const JobView& eval);

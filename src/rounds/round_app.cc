@@ -1,5 +1,7 @@
 #include "rounds/round_app.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 
@@ -274,6 +276,64 @@ Result<json> EvalIn(const json& o) {
               {"count", static_cast<int64_t>(*count)}};
 }
 
+// A delta's fingerprint for spot checks: its norm and its projections on
+// kProjections fixed pseudo-random ±1 vectors (each with the norm's spread).
+// Two runs of the same task agree on them within kSpotTolerance of the norm
+// even where floating-point order differs; a delta that is not the task's
+// (another shard, a scaled or made-up one) misses by about its distance.
+constexpr int kProjections = 8;
+constexpr double kSpotTolerance = 0.02;
+
+json Fingerprint(const Weights& delta) {
+  std::array<double, kProjections> proj{};
+  double sq = 0;
+  uint64_t at = 0;
+  for (const auto& t : delta) {
+    for (float v : t.values) {
+      // splitmix64 of the element's index: one sign bit per projection.
+      uint64_t z = (at++ + 0x9e3779b97f4a7c15ULL) * 0xbf58476d1ce4e5b9ULL;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+      z ^= z >> 31;
+      for (int k = 0; k < kProjections; ++k) proj[k] += (z >> k) & 1 ? v : -v;
+      sq += static_cast<double>(v) * v;
+    }
+  }
+  json out = json::array({std::sqrt(sq)});
+  for (double x : proj) out.push_back(x);
+  return out;
+}
+
+// Where two checked outputs of one task differ beyond what honest runs
+// would; empty when they agree.
+std::string Differs(const json& a, const json& b) {
+  if (Str(a, "kind") != Str(b, "kind")) return "kind";
+  if (Str(a, "kind") == "init") return a.value("model", "") == b.value("model", "") ? "" : "model";
+  if (a.value("task", -1) != b.value("task", -1)) return "task";
+  if (a.contains("eval") != b.contains("eval")) return "eval";
+  if (a.contains("eval")) {
+    const json &ea = a["eval"], &eb = b["eval"];
+    double count = ea.value("count", 0.0);
+    if (count != eb.value("count", 0.0)) return "eval.count";
+    if (std::abs(ea.value("correct", 0.0) - eb.value("correct", 0.0)) > std::max(1.0, 0.01 * count)) {
+      return "eval.correct";
+    }
+    double la = ea.value("loss_sum", 0.0), lb = eb.value("loss_sum", 0.0);
+    if (std::abs(la - lb) > kSpotTolerance * std::max({std::abs(la), std::abs(lb), 1e-9})) {
+      return "eval.loss_sum";
+    }
+  }
+  if (Str(a, "kind") != "train") return "";
+  if (a.value("round", -1) != b.value("round", -1)) return "round";
+  if (a.value("samples", 0.0) != b.value("samples", 0.0)) return "samples";
+  const json fa = a.value("fingerprint", json::array()), fb = b.value("fingerprint", json::array());
+  if (fa.size() != kProjections + 1 || fb.size() != kProjections + 1) return "delta";
+  double scale = std::max(fa[0].get<double>(), fb[0].get<double>()) + 1e-12;
+  for (size_t k = 0; k < fa.size(); ++k) {
+    if (std::abs(fa[k].get<double>() - fb[k].get<double>()) > kSpotTolerance * scale) return "delta";
+  }
+  return "";
+}
+
 }  // namespace
 
 // Outputs come from agents: every field is checked, and what is kept is
@@ -312,9 +372,19 @@ Status RoundApp::CheckOutput(std::string_view task_params, std::string* output,
       return InvalidArgument("task: the output is for another task");
     }
     checked["task"] = static_cast<int64_t>(*task);
-    auto e = EvalIn(o);
-    if (!e.ok()) return e.status();
-    if (!e->is_null()) checked["eval"] = *e;
+    // An evaluation counts only where the task was asked for one, and at
+    // most its slice of the test set (a count beyond it would outweigh the
+    // other slices in the round's accuracy).
+    if (p.value("eval", false)) {
+      auto e = EvalIn(o);
+      if (!e.ok()) return e.status();
+      double tasks = std::max(1.0, p.value("tasks", 1.0));
+      double limit = p.value("test_limit", 0.0) > 0 ? p.value("test_limit", 0.0) : 1e7;
+      if (!e->is_null() && (*e)["count"].get<double>() > std::ceil(limit / tasks)) {
+        return InvalidArgument("eval.count: more than the task's slice of the test set");
+      }
+      if (!e->is_null()) checked["eval"] = *e;
+    }
   }
   if (kind == "train") {
     auto round = NumberIn(o, "round", 0, 1e9);
@@ -346,6 +416,7 @@ Status RoundApp::CheckOutput(std::string_view task_params, std::string* output,
     auto loss = NumberIn(o, "train_loss", 0, 1e18);
     auto seconds = NumberIn(o, "seconds", 0, 1e9);
     checked["delta"] = hash;
+    checked["fingerprint"] = Fingerprint(*delta);
     checked["samples"] = *samples;
     checked["train_loss"] = loss.ok() ? *loss : 0.0;
     checked["seconds"] = seconds.ok() ? *seconds : 0.0;
@@ -353,8 +424,9 @@ Status RoundApp::CheckOutput(std::string_view task_params, std::string* output,
   }
   if (kind == "eval" && o.contains("files") && o["files"].is_array()) {
     for (const json& f : o["files"]) {
-      if (!f.is_object() || Str(f, "path") != "model.pt" || !IsBlobHash(Str(f, "sha256"))) {
-        return InvalidArgument("files: an eval task writes model.pt alone");
+      if (!f.is_object() || Str(f, "path") != "model.pt" || !IsBlobHash(Str(f, "sha256")) ||
+          p.value("task", -1) != 0) {
+        return InvalidArgument("files: the first eval task writes model.pt, and nothing else");
       }
       CLAW_RETURN_IF_ERROR(file("model.pt", Str(f, "sha256")));
     }
@@ -404,8 +476,22 @@ Result<json> RoundApp::MergeChecked(const JobSpec& spec,
   return out;
 }
 
+// Spot checks (spec `spot_check`): two agents' outputs of one task, both
+// rewritten by CheckOutput, agree when everything but who sent them and the
+// deltas' exact bytes agrees, and the deltas' fingerprints agree within
+// kSpotTolerance.
 bool RoundApp::Equivalent(std::string_view, std::string_view a, std::string_view b) const {
-  return a == b;  // rounds run one replica each (spot checks of deltas: not yet)
+  return Difference({}, a, b).empty();
+}
+
+std::string RoundApp::Difference(std::string_view, std::string_view a, std::string_view b) const {
+  json ja = json::parse(a, nullptr, false), jb = json::parse(b, nullptr, false);
+  if (!ja.is_object() || !jb.is_object()) return "an output that is not JSON";
+  try {
+    return Differs(ja, jb);
+  } catch (const json::exception&) {
+    return "a malformed output";
+  }
 }
 
 Status RoundApp::Runnable() const { return ml::FindMl().status(); }

@@ -36,6 +36,8 @@ class RoundApp final : public App {
                                const std::vector<std::string_view>& outputs) const override;
   bool Equivalent(std::string_view task_params, std::string_view a,
                   std::string_view b) const override;
+  std::string Difference(std::string_view task_params, std::string_view a,
+                         std::string_view b) const override;
   Status Runnable() const override;
   std::vector<std::string> Needs(const JobSpec& spec) const override;
   bool ClosesEarly() const override { return true; }

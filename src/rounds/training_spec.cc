@@ -107,7 +107,8 @@ Result<TrainingSpec> ParseTrainingSpec(const json& p) {
   CLAW_RETURN_IF_ERROR(f.NoUnknownFields(
       {"model", "width", "layers", "dropout", "init", "dataset", "local_dataset", "split", "shards",
        "train_limit", "test_limit", "rounds", "workers", "overprovision", "quorum", "deadline_s",
-       "min_workers", "inner", "outer", "compression", "aggregation", "eval_every", "threads"}));
+       "min_workers", "inner", "outer", "compression", "aggregation", "eval_every", "threads",
+       "spot_check"}));
   TrainingSpec s;
   Reads r;
   s.arch = {{"model", r(f.OneOf("model", {"cnn", "mlp"}, "cnn"))},
@@ -124,6 +125,7 @@ Result<TrainingSpec> ParseTrainingSpec(const json& p) {
   s.deadline_s = static_cast<uint32_t>(r(f.Integer("deadline_s", 1, 7 * 24 * 3600, 3600)));
   s.eval_every = static_cast<uint32_t>(r(f.Integer("eval_every", 1, 100'000, 1)));
   s.threads = static_cast<uint32_t>(r(f.Integer("threads", 1, 256, 1)));
+  s.spot_check = r(f.Number("spot_check", 0, 1, 0));
   std::string codec = r(f.OneOf("compression", {"fp32", "fp16", "int8"}, "int8"));
   CLAW_RETURN_IF_ERROR(r.status());
   ParseCodec(codec, &s.codec);
@@ -216,6 +218,7 @@ json TrainingSpec::ToJson() const {
                       {"norm_factor", check.norm_factor}};
   j["eval_every"] = eval_every;
   j["threads"] = threads;
+  j["spot_check"] = spot_check;
   return j;
 }
 

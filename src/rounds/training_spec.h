@@ -12,7 +12,12 @@
 //    "outer": {"optimizer": "nesterov", "lr": 0.7, "momentum": 0.9},
 //    "compression": "int8",
 //    "aggregation": {"rule": "mean", "trim": 0.1, "max_norm": 0, "norm_factor": 0},
-//    "eval_every": 1, "test_limit": 0, "threads": 1}
+//    "eval_every": 1, "test_limit": 0, "threads": 1, "spot_check": 0}
+//
+// spot_check > 0 runs tasks on two agents and compares what they return
+// (RoundApp::Equivalent): always for an agent without a clean record,
+// for that share of a trusted agent's tasks (the scheduler's adaptive
+// replication and reputation).
 //
 // A round runs ceil(workers × overprovision) tasks and closes when
 // ceil(quorum × workers) have reported, or at deadline_s with at least
@@ -59,6 +64,7 @@ struct TrainingSpec {
   CheckSpec check;
   uint32_t eval_every = 1;
   uint32_t threads = 1;
+  double spot_check = 0;  // 0: every task runs once
 
   uint32_t TasksPerRound() const;
   uint32_t QuorumTasks() const;  // ceil(quorum × workers), at most the tasks

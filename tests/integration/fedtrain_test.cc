@@ -190,5 +190,30 @@ TEST_F(Fedtrain, RoundsGoOnWhenAnAgentVanishes) {
   for (const auto& round : r["rounds"]) EXPECT_EQ(round["agents"].size(), 2u) << round.dump();
 }
 
+// spot_check=1: every task runs on both agents (neither has a record yet),
+// and two honest agents' deltas, made by separate processes, agree.
+TEST_F(Fedtrain, HonestAgentsPassEachOthersSpotChecks) {
+  CLAW_REQUIRE(NeedFashionMnist());
+  CLAW_REQUIRE(NeedMlBuild());
+  StartCoordinator();
+  StartAgent();
+  StartAgent();
+  std::string out;
+  ASSERT_EQ(Claw(Submit(2, {"--dataset", kData, "-p", "spot_check=1", "--wait"}), &out), 0) << out;
+  std::string job = JobIn(out);
+  Client client(target(), seconds(5));
+  nlohmann::json r = Result(client, job);
+  ASSERT_EQ(r["rounds"].size(), 2u) << r.dump();
+  for (const auto& round : r["rounds"]) EXPECT_EQ(round["rejected"].size(), 0u) << round.dump();
+  auto agents = client.ListAgents();
+  ASSERT_TRUE(agents.ok());
+  ASSERT_EQ(agents->size(), 2u);
+  for (const auto& a : *agents) {
+    EXPECT_EQ(a.invalid_results(), 0u) << a.agent_id();
+    // init, 2 rounds of 2 tasks and the evaluation's 2: each vote counts once per agent.
+    EXPECT_GE(a.valid_results(), 6u) << a.agent_id();
+  }
+}
+
 }  // namespace
 }  // namespace claw::testing

@@ -160,6 +160,33 @@ TEST_F(CloseEarlyTest, AFailedTaskLeavesTheJobRunningWhileEnoughMayStillBeDone) 
   EXPECT_EQ(sched_.GetJob("j")->record.state, JobState::kFailed);
 }
 
+TEST_F(CloseEarlyTest, AFailedReplicatedTaskStopsItsOtherReplicas) {
+  auto plan = ParseAndPlanJob(
+      R"({"app":"partial","tasks":2,"close_done":1,"max_attempts":1,"replication":2,"adaptive":false})",
+      apps_);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_TRUE(sched_.AddJob("j", "u", std::move(plan).value(), clock_.Now()).ok());
+  auto got = Spread(4);
+  ASSERT_EQ(got.size(), 4u);
+  ASSERT_EQ(sched_.active_leases(), 4u);
+  sched_.TakeNotices();
+  // a0's task fails; its other replica is told to stop, the other task runs on.
+  ASSERT_TRUE(sched_.TaskFailed("a0", got["a0"].lease, "worker crashed", clock_.Now()));
+  EXPECT_EQ(sched_.GetJob("j")->record.state, JobState::kRunning);
+  EXPECT_EQ(sched_.active_leases(), 2u);
+  auto notices = sched_.TakeNotices();
+  size_t cancelled = 0;
+  for (const auto& [agent, leases] : notices.cancels) {
+    for (LeaseId l : leases) {
+      EXPECT_EQ(got[agent].params, got["a0"].params) << "only the failed task's replica stops";
+      EXPECT_EQ(l, got[agent].lease);
+      ++cancelled;
+    }
+  }
+  EXPECT_EQ(cancelled, 1u);
+  EXPECT_EQ(sched_.pending_tasks(), 0u);
+}
+
 TEST_F(CloseEarlyTest, ARestartedSchedulerKeepsAClosedJobClosed) {
   auto store = NewMemoryStore();
   ASSERT_TRUE(sched_.AddJob("j", "u", Plan(R"(,"close_done":3)"), clock_.Now()).ok());

@@ -113,6 +113,11 @@ class RoundTraining : public ::testing::Test {
                 {"files", json::array({{{"path", "delta.safetensors"}, {"sha256", *h}}})}};
     Report(sink, a.lease_id(), out.dump());
   }
+  void Want(Sink* sink, uint32_t n) {
+    v1::AgentMessage more;
+    more.set_want(n);
+    coordinator_->OnAgentMessage(sink, more);
+  }
   void Report(Sink* sink, LeaseId lease, const std::string& output) {
     v1::AgentMessage m;
     auto* r = m.add_results();
@@ -307,6 +312,165 @@ TEST_F(RoundTraining, ARestartedCoordinatorGoesOnFromTheLastRound) {
   EXPECT_EQ(update->tensors[0].dtype, tensors::DType::kI8);
 }
 
+TEST_F(RoundTraining, ForgedEvaluationsAreRefusedAndAFailedEvaluationLeavesTheModel) {
+  std::string init = Upload(rounds::ModelBytes(Model(1, 2)));
+  auto job = coordinator_->Submit(Spec(init, 1, 2, {{"test_limit", 100}}).dump(), kAlice);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  coordinator_->StepTrainings();
+  Sink s1, s2;
+  Connect(&s1, 1);
+  Connect(&s2, 1);
+  auto tasks = Take({&s1, &s2});
+  ASSERT_EQ(tasks.size(), 2u);
+  auto invalid = [&](const AgentId& id) {
+    std::vector<v1::AgentInfo> agents = coordinator_->ListAgents().value();
+    for (const auto& a : agents) {
+      if (a.agent_id() == id) return a.invalid_results();
+    }
+    return uint64_t{0};
+  };
+  auto output = [&](const v1::Assignment& a, json eval) {
+    json p = json::parse(a.params());
+    std::string h = blobs_->Put(tensors::WriteSafetensors(rounds::Encode(Model(1, 1), rounds::Codec::kF32)))
+                        .value();
+    return json{{"kind", "train"}, {"round", p["round"]}, {"task", p["task"]}, {"delta", h},
+                {"samples", 40}, {"train_loss", 0.5}, {"eval", eval},
+                {"files", json::array({{{"path", "delta.safetensors"}, {"sha256", h}}})}};
+  };
+  // Each task evaluates half of the 100 test images: a count beyond its
+  // slice would outweigh the other half, and is refused.
+  Sink* s1p = tasks[0].first;
+  Report(s1p, tasks[0].second.lease_id(),
+         output(tasks[0].second, {{"loss_sum", 1.0}, {"correct", 5000}, {"count", 5000}}).dump());
+  EXPECT_EQ(invalid(keys_[s1p].first), 1u);
+  Want(s1p, 1);
+  auto again = Take({&s1, &s2});
+  ASSERT_EQ(again.size(), 1u);
+  Report(again[0].first, again[0].second.lease_id(),
+         output(again[0].second, {{"loss_sum", 10.0}, {"correct", 50}, {"count", 50}}).dump());
+  Report(tasks[1].first, tasks[1].second.lease_id(),
+         output(tasks[1].second, {{"loss_sum", 10.0}, {"correct", 0}, {"count", 50}}).dump());
+  coordinator_->StepTrainings();
+  auto rounds = Rounds(*job);
+  ASSERT_EQ(rounds.size(), 2u);
+  EXPECT_DOUBLE_EQ(json::parse(rounds[1].info_json)["eval"]["accuracy"].get<double>(), 0.5);
+  // The evaluation: only its first task writes model.pt.
+  Want(&s1, 1);
+  Want(&s2, 1);
+  auto evals = Take({&s1, &s2});
+  ASSERT_EQ(evals.size(), 2u);
+  auto fail = [&](Sink* sink, LeaseId lease) {
+    v1::AgentMessage m;
+    auto* f = m.add_failures();
+    f->set_lease_id(lease);
+    f->set_reason("out of memory");
+    SignReports(keys_[sink].first, keys_[sink].second.secret_key, &m);
+    coordinator_->OnAgentMessage(sink, m);
+  };
+  for (const auto& [sink, a] : evals) {
+    json p = json::parse(a.params());
+    if (p["task"] != 1) {
+      fail(sink, a.lease_id());
+      continue;
+    }
+    std::string h = blobs_->Put("not a checkpoint").value();
+    json out = {{"kind", "eval"}, {"task", 1},
+                {"eval", {{"loss_sum", 1.0}, {"correct", 1}, {"count", 1}}},
+                {"files", json::array({{{"path", "model.pt"}, {"sha256", h}}})}};
+    uint64_t before = invalid(keys_[sink].first);
+    Report(sink, a.lease_id(), out.dump());
+    EXPECT_EQ(invalid(keys_[sink].first), before + 1);
+  }
+  // Every attempt of the evaluation fails: the training still ends done,
+  // with its trained model and the reason it has no final accuracy.
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    for (const auto& [sink, a] : Take({&s1, &s2})) fail(sink, a.lease_id());
+    Want(&s1, 1);
+    Want(&s2, 1);
+  }
+  coordinator_->StepTrainings();
+  auto end = coordinator_->GetResults(*job, kAlice);
+  ASSERT_TRUE(end.ok());
+  EXPECT_EQ(end->first.state(), "done") << end->first.error();
+  json result = json::parse(end->second);
+  EXPECT_NE(result["evaluation_error"].get<std::string>().find("out of memory"), std::string::npos)
+      << result.dump();
+  EXPECT_EQ(result["trials"][0]["files"].back()["sha256"], rounds[1].model);
+}
+
+TEST_F(RoundTraining, CancellingAfterARestartCancelsTheRoundItRuns) {
+  std::string init = Upload(rounds::ModelBytes(Model(1, 2)));
+  auto job = coordinator_->Submit(Spec(init, 3, 1).dump(), kAlice);
+  ASSERT_TRUE(job.ok());
+  coordinator_->StepTrainings();
+  // The stored state of a job (rounds are internal: not listed to users).
+  auto state_of = [&](const JobId& id) -> std::optional<JobState> {
+    RecoveredState state = store_->Load().value();
+    for (const JobRecord& r : state.jobs) {
+      if (r.id == id) return r.state;
+    }
+    return std::nullopt;
+  };
+  EXPECT_EQ(state_of(*job + ".r1"), JobState::kRunning);
+  Start();  // the driver has not stepped since: it knows no current round
+  ASSERT_TRUE(coordinator_->Cancel(*job, kAlice).ok());
+  EXPECT_EQ(state_of(*job + ".r1"), JobState::kCancelled);
+  coordinator_->StepTrainings();
+  EXPECT_EQ(state_of(*job + ".r2"), std::nullopt);
+  EXPECT_EQ(state_of(*job), JobState::kCancelled);
+}
+
+// spot_check: a task runs on two agents (always while they have no clean
+// record); their deltas are compared within a tolerance, a third agent
+// breaks a tie, and the votes go into the agents' reputations.
+TEST_F(RoundTraining, SpotChecksCompareTwoAgentsDeltasAndJudgeTheLiar) {
+  std::string init = Upload(rounds::ModelBytes(Model(1, 2)));
+  auto job = coordinator_->Submit(Spec(init, 1, 1, {{"spot_check", 1.0}}).dump(), kAlice);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  coordinator_->StepTrainings();
+  Sink honest1, liar, honest2;
+  AgentId h1 = Connect(&honest1, 1);
+  AgentId l = Connect(&liar, 1);
+  auto tasks = Take({&honest1, &liar});
+  ASSERT_EQ(tasks.size(), 2u) << "the round's one task, on two agents";
+  EXPECT_EQ(tasks[0].second.params(), tasks[1].second.params());
+  auto results = [&](const AgentId& id) {
+    std::vector<v1::AgentInfo> agents = coordinator_->ListAgents().value();
+    for (const auto& a : agents) {
+      if (a.agent_id() == id) return std::make_pair(a.valid_results(), a.invalid_results());
+    }
+    return std::make_pair(uint64_t{0}, uint64_t{0});
+  };
+  for (const auto& [sink, a] : tasks) {
+    // Within the checks (finite, right shapes, no norm bound): only a
+    // second run of the task can tell it is not the task's delta.
+    ReportDelta(sink, a, sink == &liar ? Model(1.2f, 0.9f) : Model(1, 1), 40);
+  }
+  coordinator_->StepTrainings();
+  EXPECT_EQ(Rounds(*job).size(), 1u) << "the two disagree: the round waits for a third";
+  AgentId h2 = Connect(&honest2, 1);
+  auto third = Take({&honest1, &liar, &honest2});
+  ASSERT_EQ(third.size(), 1u);
+  EXPECT_EQ(third[0].first, &honest2);
+  // An honest rerun on another machine differs in the last bits: it agrees.
+  Weights close = Model(1, 1);
+  close[1].values[0] += 1e-4f;
+  ReportDelta(&honest2, third[0].second, close, 40);
+  coordinator_->StepTrainings();
+  auto rounds = Rounds(*job);
+  ASSERT_EQ(rounds.size(), 2u);
+  EXPECT_EQ(results(l), std::make_pair(uint64_t{0}, uint64_t{1}));
+  EXPECT_EQ(results(h1).first, 1u);
+  EXPECT_EQ(results(h2).first, 1u);
+  // The model moved by an honest delta, not the liar's.
+  json reporters = json::parse(rounds[1].info_json)["reporters"];
+  ASSERT_EQ(reporters.size(), 1u);
+  EXPECT_NE(reporters[0]["agent"], l);
+  Weights next = Read(rounds[1].model);
+  EXPECT_NEAR(next[0].values[0], 2.0f, 1e-3);
+  EXPECT_NEAR(next[0].values[1], 3.0f, 1e-3);
+}
+
 TEST_F(RoundTraining, ImpossibleSpecsAreRefusedNamingTheField) {
   std::string init = Upload(rounds::ModelBytes(Model(1, 2)));
   auto refused = [&](json extra) {
@@ -317,6 +481,7 @@ TEST_F(RoundTraining, ImpossibleSpecsAreRefusedNamingTheField) {
   EXPECT_NE(refused({{"quorum", 1.5}}).find("params.quorum"), std::string::npos);
   EXPECT_NE(refused({{"deadline_s", 0}}).find("params.deadline_s"), std::string::npos);
   EXPECT_NE(refused({{"min_workers", 3}}).find("params.min_workers"), std::string::npos);
+  EXPECT_NE(refused({{"spot_check", 1.5}}).find("params.spot_check"), std::string::npos);
   EXPECT_NE(refused({{"compression", "int4"}}).find("params.compression"), std::string::npos);
   EXPECT_NE(refused({{"aggregation", {{"rule", "mode"}}}}).find("params.aggregation.rule"),
             std::string::npos);
