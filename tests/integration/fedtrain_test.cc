@@ -190,6 +190,31 @@ TEST_F(Fedtrain, RoundsGoOnWhenAnAgentVanishes) {
   for (const auto& round : r["rounds"]) EXPECT_EQ(round["agents"].size(), 2u) << round.dump();
 }
 
+// split=by_label: shards sorted by label (non-IID). With 10 shards a task
+// trains on about one class, so a round of two tasks leaves a model that
+// knows about two classes of ten; the same round on IID shards knows all.
+TEST_F(Fedtrain, ByLabelShardsHoldFewClassesEach) {
+  CLAW_REQUIRE(NeedFashionMnist());
+  CLAW_REQUIRE(NeedMlBuild());
+  StartCoordinator();
+  StartAgent();
+  StartAgent();
+  Client client(target(), seconds(5));
+  auto accuracy = [&](const std::string& split) {
+    std::string out;
+    EXPECT_EQ(Claw(Submit(1, {"--dataset", kData, "-p", "split=" + split, "-p", "shards=10",
+                              "--wait"}),
+                   &out),
+              0)
+        << out;
+    nlohmann::json r = Result(client, JobIn(out));
+    return r["curve"].back()["accuracy"].get<double>();
+  };
+  double by_label = accuracy("by_label"), iid = accuracy("iid");
+  EXPECT_LT(by_label, 0.35) << "a model that saw about two classes";
+  EXPECT_GT(iid, 0.5);
+}
+
 // spot_check=1: every task runs on both agents (neither has a record yet),
 // and two honest agents' deltas, made by separate processes, agree.
 TEST_F(Fedtrain, HonestAgentsPassEachOthersSpotChecks) {
