@@ -382,6 +382,7 @@ Status Agent::Run() {
   popts.group_prefix = std::string("claw-") + key;
   popts.group_mode = options_.cgroups;
   for (const auto& [name, dir] : options_.datasets) popts.datasets.push_back(name + "=" + dir);
+  popts.misbehave = options_.misbehave;
   // Sandboxed tasks' scratch directories: a fresh directory of this
   // agent's own (mkdtemp: no one can have made it first) that sandbox users
   // can pass through but not list (the state directory is private), named

@@ -91,6 +91,8 @@ struct AgentOptions {
   // Local datasets by name: directories that training jobs naming them read
   // here (the agent offers "dataset:<name>"); their files never leave.
   std::map<std::string, std::string> datasets;
+  // Lie on purpose (benchmarks, fault tests): RunContext::misbehave.
+  std::string misbehave;
 };
 
 struct AgentIdentity {

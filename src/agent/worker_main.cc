@@ -57,6 +57,7 @@ int RunWorker(const AppRegistry& apps, const WorkerLimits& limits, const WorkerS
     if (eq != std::string::npos) datasets[d.substr(0, eq)] = d.substr(eq + 1);
   }
   context.datasets = &datasets;
+  context.misbehave = setup.misbehave;
   // What a task of the worker before it (killed mid-task) left behind.
   std::unique_ptr<TaskGroup> group;
   if (!setup.group.empty()) {

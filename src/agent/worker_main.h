@@ -33,6 +33,7 @@ struct WorkerSetup {
   std::string group_mode = "auto";
   std::string scratch_dir;  // its slot's scratch directory, emptied at start
   std::vector<std::string> datasets;  // the agent's local datasets, NAME=DIR
+  std::string misbehave;              // RunContext::misbehave
 };
 
 // Runs the worker loop on fds 0/1. Returns the process exit code.

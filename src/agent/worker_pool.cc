@@ -119,6 +119,10 @@ bool WorkerPool::Spawn(Worker* w) {
     argv.push_back("--dataset");
     argv.push_back(d.c_str());
   }
+  if (!options_.misbehave.empty()) {
+    argv.push_back("--misbehave");
+    argv.push_back(options_.misbehave.c_str());
+  }
   argv.push_back(nullptr);
   pid_t pid;
   int rc = posix_spawn(&pid, options_.executable.c_str(), &fa, nullptr,

@@ -50,6 +50,7 @@ struct WorkerPoolOptions {
   std::string group_mode = "auto";
   std::string scratch_root;
   std::vector<std::string> datasets;  // local datasets, NAME=DIR (WorkerSetup)
+  std::string misbehave;              // RunContext::misbehave (benchmarks, tests)
 };
 
 struct TaskOutcome {

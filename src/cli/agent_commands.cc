@@ -136,6 +136,16 @@ void AddAgent(CLI::App& cli) {
   cmd->add_option("--sensors-file", *sensors_file,
                   "Read availability sensors from a JSON file (rehearsal, tests)")
       ->group("");  // hidden
+  cmd->add_option("--misbehave", opts->misbehave,
+                  "Misbehave on purpose in training rounds: flip (the delta's sign), scale=K "
+                  "(the delta times K), slow=K (take K times as long): benchmarks and fault "
+                  "tests of the coordinator's defences")
+      ->check([](const std::string& v) {
+        return v == "flip" || v.rfind("scale=", 0) == 0 || v.rfind("slow=", 0) == 0
+                   ? std::string()
+                   : std::string("flip, scale=K or slow=K");
+      })
+      ->group("");  // hidden
   auto detach = std::make_shared<bool>(false);
   cmd->add_flag("--detach", *detach,
                 "Run in the background: return once enrolled and working (log in "
@@ -231,6 +241,7 @@ void AddWorker(CLI::App& cli) {
   cmd->add_option("--cgroups", setup->group_mode);
   cmd->add_option("--scratch", setup->scratch_dir);
   cmd->add_option("--dataset", setup->datasets);
+  cmd->add_option("--misbehave", setup->misbehave);
   // CLI11 writes each option's value through the reference given above
   // during parse(): the callback holds every one of them (a freed --slot
   // once overwrote the blob dir's path).

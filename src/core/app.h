@@ -55,6 +55,10 @@ struct RunContext {
   // The contributor's local datasets by name (directories the agent's
   // config names; they never leave the device). Null: none.
   const std::map<std::string, std::string, std::less<>>* datasets = nullptr;
+  // A liar, on purpose, for benchmarks and fault tests (`claw agent
+  // --misbehave`): "flip" or "scale=K" changes what a training round's task
+  // returns, "slow=K" makes it take K times as long. Empty: honest.
+  std::string misbehave;
 };
 
 class App {

@@ -295,6 +295,7 @@ Result<RoundRecord> RoundDriver::Aggregate(const JobRecord& job, const json& par
     who["samples"] = r.value("samples", 0.0);
     who["train_loss"] = r.value("train_loss", 0.0);
     who["seconds"] = r.value("seconds", 0.0);
+    who["task_seconds"] = r.value("task_seconds", 0.0);
     reporters.push_back(std::move(who));
   }
   if (deltas.empty()) return FailedPrecondition("no delta to aggregate");

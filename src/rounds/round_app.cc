@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
+#include <thread>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 
 #include "common/blobs.h"
@@ -109,7 +112,19 @@ Result<Weights> ModelOf(const json& p, const BlobDir& blobs) {
   return ReadWeights(*bytes);
 }
 
+// A liar on purpose (RunContext::misbehave): the delta sign-flipped
+// ("flip") or scaled ("scale=K").
+void Misbehave(std::string_view how, Weights* delta) {
+  float k = -1.0f;
+  if (how.starts_with("slow=")) return;  // slow, not wrong (RunTrainOrEval)
+  if (how.starts_with("scale=")) k = std::strtof(std::string(how.substr(6)).c_str(), nullptr);
+  for (auto& t : *delta) {
+    for (float& v : t.values) v *= k;
+  }
+}
+
 Result<std::string> RunTrainOrEval(const json& p, const RunContext& ctx, const ml::MlApi& ml) {
+  const auto began = std::chrono::steady_clock::now();
   std::string kind = Str(p, "kind");
   auto start = ModelOf(p, *ctx.blobs);
   if (!start.ok()) return start.status();
@@ -153,6 +168,7 @@ Result<std::string> RunTrainOrEval(const json& p, const RunContext& ctx, const m
   if (kind == "train") {
     if (!std::isfinite(r->train_loss)) return InvalidArgument("training diverged (loss not finite)");
     AddScaled(&r->weights, *start, -1.0f);  // the delta
+    if (!ctx.misbehave.empty()) Misbehave(ctx.misbehave, &r->weights);
     Codec codec = Codec::kI8;
     ParseCodec(Str(p, "codec"), &codec);
     std::string bytes = tensors::WriteSafetensors(Encode(r->weights, codec));
@@ -162,6 +178,13 @@ Result<std::string> RunTrainOrEval(const json& p, const RunContext& ctx, const m
     out["samples"] = r->samples;
     out["train_loss"] = r->train_loss;
     out["seconds"] = r->seconds;
+    if (ctx.misbehave.starts_with("slow=")) {  // a device K times slower
+      double k = std::strtod(ctx.misbehave.substr(5).c_str(), nullptr);
+      double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+      if (k > 1 && k < 100) std::this_thread::sleep_for(std::chrono::duration<double>((k - 1) * spent));
+    }
+    // The whole task on the device: model, data, evaluation, training, encoding.
+    out["task_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
     files.push_back(FileEntry("delta.safetensors", *hash, bytes.size()));
   } else if (p.value("task", 0) == 0) {  // eval: one checkpoint of the final model
     auto ckpt = ml.checkpoint_of(c.arch, *start);
@@ -420,6 +443,8 @@ Status RoundApp::CheckOutput(std::string_view task_params, std::string* output,
     checked["samples"] = *samples;
     checked["train_loss"] = loss.ok() ? *loss : 0.0;
     checked["seconds"] = seconds.ok() ? *seconds : 0.0;
+    auto task_seconds = NumberIn(o, "task_seconds", 0, 1e9);
+    checked["task_seconds"] = task_seconds.ok() ? *task_seconds : 0.0;
     CLAW_RETURN_IF_ERROR(file("delta.safetensors", hash));
   }
   if (kind == "eval" && o.contains("files") && o["files"].is_array()) {
@@ -466,7 +491,7 @@ Result<json> RoundApp::MergeChecked(const JobSpec& spec,
       if (f.value("path", "") == "model.pt") out["checkpoint"] = f;
     }
     json r = {{"task", o.value("task", 0)}, {"agent", o.value("agent", "")}};
-    for (const char* k : {"delta", "samples", "train_loss", "seconds"}) {
+    for (const char* k : {"delta", "samples", "train_loss", "seconds", "task_seconds"}) {
       if (o.contains(k)) r[k] = o[k];
     }
     reports.push_back(std::move(r));

@@ -4,6 +4,7 @@
 #include <httplib.h>
 
 #include <csignal>
+#include <set>
 #include <thread>
 
 #include "common/crypto.h"
@@ -213,6 +214,45 @@ TEST_F(Fedtrain, ByLabelShardsHoldFewClassesEach) {
   double by_label = accuracy("by_label"), iid = accuracy("iid");
   EXPECT_LT(by_label, 0.35) << "a model that saw about two classes";
   EXPECT_GT(iid, 0.5);
+}
+
+// A lying agent (its deltas scaled 100 times): each of its deltas is
+// refused by the norm check and counted against it; the model trains on.
+TEST_F(Fedtrain, ALiarsDeltasAreRefusedAndTheModelTrainsOn) {
+  CLAW_REQUIRE(NeedFashionMnist());
+  CLAW_REQUIRE(NeedMlBuild());
+  StartCoordinator();
+  StartAgent();
+  StartAgent();
+  StartAgent(1, {"--misbehave", "scale=100"});
+  std::string out;
+  // Three workers a round, all needed: the liar takes part in every round.
+  ASSERT_EQ(Claw(Submit(3, {"--dataset", kData, "-p", "workers=3", "-p",
+                            R"(aggregation={"rule":"median","norm_factor":5})", "--wait"}),
+                 &out),
+            0)
+      << out;
+  std::string job = JobIn(out);
+  Client client(target(), seconds(5));
+  nlohmann::json r = Result(client, job);
+  ASSERT_EQ(r["rounds"].size(), 3u) << r.dump();
+  std::set<std::string> liars;
+  size_t refused = 0;
+  for (const auto& round : r["rounds"]) {
+    for (const auto& x : round["rejected"]) {
+      liars.insert(x["agent"].get<std::string>());
+      EXPECT_NE(x["why"].get<std::string>().find("norm"), std::string::npos) << x.dump();
+      ++refused;
+    }
+  }
+  ASSERT_EQ(liars.size(), 1u) << r.dump();
+  EXPECT_EQ(refused, 3u) << "one in each round";
+  auto agents = client.ListAgents();
+  ASSERT_TRUE(agents.ok());
+  for (const auto& a : *agents) {
+    EXPECT_EQ(a.invalid_results(), liars.count(a.agent_id()) ? refused : 0u) << a.agent_id();
+  }
+  EXPECT_GT(r["curve"].back()["accuracy"].get<double>(), 0.6) << r["curve"].dump();
 }
 
 // spot_check=1: every task runs on both agents (neither has a record yet),
