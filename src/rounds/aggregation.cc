@@ -49,7 +49,7 @@ Verdicts CheckDeltas(const Weights& model, const std::vector<Delta>& deltas, con
   Verdicts v;
   std::vector<double> norms(deltas.size(), 0);
   std::vector<std::string> why(deltas.size());
-  std::vector<double> good_norms;
+  std::vector<bool> good(deltas.size(), false);
   for (size_t i = 0; i < deltas.size(); ++i) {
     if (Status s = SameShapes(model, deltas[i].weights); !s.ok()) {
       why[i] = s.message();
@@ -74,18 +74,26 @@ Verdicts CheckDeltas(const Weights& model, const std::vector<Delta>& deltas, con
                std::to_string(spec.max_norm);
       continue;
     }
-    good_norms.push_back(norms[i]);
+    good[i] = true;
   }
   for (size_t i = 0; i < deltas.size(); ++i) {
-    // Against the others alone: a liar's own norm must not raise the bar
-    // (with two deltas, it would be half of the median).
-    if (why[i].empty() && spec.norm_factor > 0 && good_norms.size() > 1) {
-      std::vector<double> others = good_norms;
-      others.erase(std::find(others.begin(), others.end(), norms[i]));
+    // Against other devices alone: a liar's own norms must not raise the
+    // bar (with two deltas, its one would be half of the median; with
+    // two of its own among three, it would be the median).
+    std::vector<double> others;
+    if (why[i].empty() && spec.norm_factor > 0) {
+      for (size_t j = 0; j < deltas.size(); ++j) {
+        if (good[j] && j != i &&
+            (deltas[i].device.empty() || deltas[j].device != deltas[i].device)) {
+          others.push_back(norms[j]);
+        }
+      }
+    }
+    if (!others.empty()) {
       const double median = Median(std::move(others));
       if (norms[i] > spec.norm_factor * median) {
         why[i] = "its norm " + std::to_string(norms[i]) + " is above " +
-                 std::to_string(spec.norm_factor) + " × the median of the others' " +
+                 std::to_string(spec.norm_factor) + " × the median of the other devices' " +
                  std::to_string(median);
       }
     }
@@ -95,8 +103,47 @@ Verdicts CheckDeltas(const Weights& model, const std::vector<Delta>& deltas, con
   return v;
 }
 
+namespace {
+
+// The deltas at `use` with each device's merged into one, weighted by
+// samples (which add up), in the order of each device's first delta.
+std::vector<Delta> ByDevice(const std::vector<Delta>& deltas, const std::vector<size_t>& use) {
+  std::vector<Delta> merged;
+  std::unordered_map<std::string_view, size_t> slot;
+  for (size_t i : use) {
+    const Delta& d = deltas[i];
+    auto [it, fresh] = d.device.empty() ? std::pair{slot.end(), true}
+                                        : slot.emplace(d.device, merged.size());
+    if (fresh) {
+      merged.push_back(d);
+      continue;
+    }
+    Delta& m = merged[it->second];
+    const double total = m.samples + d.samples;
+    for (size_t k = 0; k < m.weights.size(); ++k) {
+      std::vector<float>& o = m.weights[k].values;
+      const std::vector<float>& x = d.weights[k].values;
+      for (size_t j = 0; j < o.size(); ++j) {
+        o[j] = static_cast<float>((m.samples * o[j] + d.samples * x[j]) / total);
+      }
+    }
+    m.samples = total;
+  }
+  return merged;
+}
+
+}  // namespace
+
 Weights Combine(const std::vector<Delta>& deltas, const std::vector<size_t>& use, Rule rule,
                 double trim) {
+  if (rule != Rule::kMean) {
+    std::vector<Delta> devices = ByDevice(deltas, use);
+    if (devices.size() < use.size()) {
+      std::vector<size_t> all(devices.size());
+      for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+      return Combine(devices, all, rule, trim);
+    }
+  }
   Weights out = ZerosLike(deltas[use.front()].weights);
   const size_t n = use.size();
   std::vector<double> column(n);

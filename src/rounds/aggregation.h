@@ -5,12 +5,15 @@
 //
 //   check    the model's names and shapes, every value finite, the norm at
 //            most max_norm (if set) and at most norm_factor × the median
-//            norm of the round's other well-formed deltas (if set), its
+//            norm of the other devices' well-formed deltas (if set), its
 //            sample count at most max_samples: a scaled-up delta from a
 //            liar is rejected, naming why
 //   combine  mean (weighted by each delta's samples), median (coordinate-
 //            wise), or trimmed mean (coordinate-wise, dropping the
 //            floor(trim × n) largest and smallest values of each coordinate)
+//            — the robust rules over devices, not tasks: a device's deltas
+//            are first merged into one (their weighted mean), so a device
+//            that ran two of a round's three tasks still has one voice
 //   outer    fedavg: θ += lr·Δ; nesterov (DiLoCo): g = −Δ, v = μ·v + g,
 //            θ −= lr·(g + μ·v); adam (FedAdam, Reddi et al. 2021): m, v
 //            moments of g, θ −= lr·m / (√v + ε)
@@ -40,6 +43,9 @@ struct CheckSpec {
 struct Delta {
   Weights weights;
   double samples = 1;  // what the mean weighs it by (> 0)
+  // Who made it: deltas of one device are compared with other devices'
+  // alone and vote as one. Empty: a device of its own.
+  std::string device;
 };
 
 struct Verdicts {

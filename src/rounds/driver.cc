@@ -291,7 +291,7 @@ Result<RoundRecord> RoundDriver::Aggregate(const JobRecord& job, const json& par
       continue;
     }
     bytes_up += bytes->size();
-    deltas.push_back(Delta{std::move(w).value(), r.value("samples", 1.0)});
+    deltas.push_back(Delta{std::move(w).value(), r.value("samples", 1.0), who["agent"]});
     who["samples"] = r.value("samples", 0.0);
     who["train_loss"] = r.value("train_loss", 0.0);
     who["seconds"] = r.value("seconds", 0.0);

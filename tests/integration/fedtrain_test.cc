@@ -217,7 +217,8 @@ TEST_F(Fedtrain, ByLabelShardsHoldFewClassesEach) {
 }
 
 // A lying agent (its deltas scaled 100 times): each of its deltas is
-// refused by the norm check and counted against it; the model trains on.
+// refused by the norm check and counted against it, also in a round where
+// it ran two of the three tasks; the model trains on.
 TEST_F(Fedtrain, ALiarsDeltasAreRefusedAndTheModelTrainsOn) {
   CLAW_REQUIRE(NeedFashionMnist());
   CLAW_REQUIRE(NeedMlBuild());
@@ -236,6 +237,9 @@ TEST_F(Fedtrain, ALiarsDeltasAreRefusedAndTheModelTrainsOn) {
   Client client(target(), seconds(5));
   nlohmann::json r = Result(client, job);
   ASSERT_EQ(r["rounds"].size(), 3u) << r.dump();
+  // Tasks go to whoever asks (an agent has a slot per core), so the liar
+  // may run none, one or two of a round's three: two are judged against
+  // the other devices' deltas, not each other.
   std::set<std::string> liars;
   size_t refused = 0;
   for (const auto& round : r["rounds"]) {
@@ -246,7 +250,11 @@ TEST_F(Fedtrain, ALiarsDeltasAreRefusedAndTheModelTrainsOn) {
     }
   }
   ASSERT_EQ(liars.size(), 1u) << r.dump();
-  EXPECT_EQ(refused, 3u) << "one in each round";
+  for (const auto& round : r["rounds"]) {
+    for (const auto& a : round["agents"]) {
+      EXPECT_NE(a.get<std::string>(), *liars.begin()) << "a liar's delta was used: " << round.dump();
+    }
+  }
   auto agents = client.ListAgents();
   ASSERT_TRUE(agents.ok());
   for (const auto& a : *agents) {

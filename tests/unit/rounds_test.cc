@@ -208,12 +208,23 @@ TEST(Aggregation, ChecksRejectWrongShapesNonFiniteValuesAndScaledDeltas) {
   EXPECT_EQ(v.rejected[0].first, 2u);
   EXPECT_NE(v.rejected[0].second.find("tensor fc.weight: wrong shape"), std::string::npos);
   EXPECT_NE(v.rejected[1].second.find("not finite"), std::string::npos);
-  EXPECT_NE(v.rejected[2].second.find("× the median of the others'"), std::string::npos);
+  EXPECT_NE(v.rejected[2].second.find("× the median of the other devices'"), std::string::npos);
   EXPECT_NE(v.rejected[3].second.find("sample count"), std::string::npos);
   EXPECT_NE(v.rejected[4].second.find("more than its task's 100"), std::string::npos);
   // Two deltas, one scaled: the liar is caught against the other alone.
   std::vector<Delta> pair = {deltas[0], deltas[4]};
   EXPECT_EQ(CheckDeltas(model, pair, CheckSpec{0, 10}).accepted, (std::vector<size_t>{0}));
+  // A device that made two of three deltas is judged by the other
+  // device's alone (its own two would be the median).
+  std::vector<Delta> twice = {deltas[0], deltas[4], deltas[4]};
+  twice[0].device = "honest";
+  twice[1].device = twice[2].device = "liar";
+  Verdicts caught = CheckDeltas(model, twice, CheckSpec{0, 10});
+  EXPECT_EQ(caught.accepted, (std::vector<size_t>{0}));
+  ASSERT_EQ(caught.rejected.size(), 2u);
+  twice[1].device = twice[2].device = "";
+  EXPECT_EQ(CheckDeltas(model, twice, CheckSpec{0, 10}).accepted, (std::vector<size_t>{0, 1, 2}))
+      << "as three devices, the two large ones are the median";
   // A missing tensor and an extra one are named as such.
   Weights extra = model;
   extra.push_back(Named{"fc.z", {1}, {0}});
@@ -241,6 +252,14 @@ TEST(Aggregation, MeanIsWeightedBySamplesAndRobustRulesOutvoteLiars) {
   EXPECT_NEAR(mean, (8 + 0.28 - 10) / 10, 1e-6) << "two liars drag the plain mean below zero";
   EXPECT_NEAR(median, 1.03, 0.011);
   EXPECT_NEAR(trimmed, 1.035, 0.011);
+  // Robust rules vote by device: a liar with six of ten deltas, merged,
+  // is one voice against four honest devices.
+  for (size_t i = 0; i < deltas.size(); ++i) deltas[i].device = i < 4 ? std::to_string(i) : "liar";
+  deltas[4].weights = deltas[5].weights = deltas[6].weights = deltas[7].weights = Model({-5}, {-5, -5});
+  EXPECT_NEAR(Combine(deltas, all, Rule::kMedian)[0].values[0], 1.01, 1e-5);
+  EXPECT_NEAR(Combine(deltas, all, Rule::kTrimmedMean, 0.2)[0].values[0], 1.01, 1e-5);
+  EXPECT_NEAR(Combine(deltas, all, Rule::kMean)[0].values[0], (4 + 0.06 - 30) / 10, 1e-6)
+      << "the mean weighs by samples, whoever made them";
   // Weights: a delta with 3× the samples counts 3×.
   std::vector<Delta> two = {{Model({1}, {1, 1}), 3}, {Model({5}, {5, 5}), 1}};
   EXPECT_FLOAT_EQ(Combine(two, {0, 1}, Rule::kMean)[0].values[0], 2.0f);
