@@ -11,7 +11,7 @@ FUZZ_TARGETS = job_spec agent_message client_requests safetensors
 SAN_BUILD ?= build-sanitize
 SAN_REPORTS = $(abspath $(SAN_BUILD))/reports
 
-.PHONY: all setup configure build demo test unit integration bench bench-fedtrain fuzz sanitize clean format
+.PHONY: all setup configure build demo test unit integration bench bench-fedtrain bench-fedtrain-faults bench-slowlink fuzz sanitize clean format
 
 all: build
 
@@ -87,6 +87,16 @@ bench: build
 # process (~6 min; docs/benchmarks.md).
 bench-fedtrain: build
 	/usr/bin/python3 bench/fedtrain_bench.py --claw $(BUILD)/claw
+
+# Training in rounds with 2 liars among 10 agents, and with dropouts and a
+# slow device among 8 (~12 min; docs/benchmarks.md).
+bench-fedtrain-faults: build
+	/usr/bin/python3 bench/fedtrain_faults.py --claw $(BUILD)/claw
+
+# Training in rounds and PyTorch DDP over a 20 Mbit/s, 50 ms link between
+# network namespaces, each against loopback (root; ~6 min; docs/benchmarks.md).
+bench-slowlink: build
+	/usr/bin/python3 bench/slowlink.py --claw $(BUILD)/claw
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')
