@@ -167,7 +167,10 @@ void Agent::TransferLoop() {
     if (t.outcome) {
       TaskOutcome& o = *t.outcome;
       for (const std::string& h : t.app->OutputBlobs(o.output)) {
+        const Time start = clock_->Now();
         Status st = client.Upload(h, *blobs_);
+        log_->debug("upload lease={} blob={} ms={} ok={}", o.lease_id, h.substr(0, 12),
+                    (clock_->Now() - start).count() / 1000, st.ok());
         if (!st.ok()) {
           o = TaskOutcome{o.lease_id, false, "", "uploading output " + st.message(), o.runtime_us};
           break;
@@ -187,7 +190,10 @@ void Agent::TransferLoop() {
       const App* app = apps_.Find(task.app());
       for (const std::string& h :
            app ? app->BlobsToFetch(task.params(), *blobs_) : std::vector<std::string>{}) {
+        const Time start = clock_->Now();
         st = client.Fetch(h, *blobs_);
+        log_->debug("fetch lease={} blob={} ms={} ok={}", task.lease_id(), h.substr(0, 12),
+                    (clock_->Now() - start).count() / 1000, st.ok());
         if (!st.ok()) break;
         blobs_->Touch(h);
       }
@@ -550,6 +556,7 @@ void Agent::Handle(Event& e, Session& s) {
       return;
     case Event::Kind::kOutcome: {
       TaskOutcome& o = e.outcome;
+      log_->debug("outcome lease={} ok={} runtime_ms={}", o.lease_id, o.ok, o.runtime_us / 1000);
       avg_task_s_ = UpdateTaskTimeAverage(avg_task_s_, static_cast<double>(o.runtime_us) / 1e6);
       if (auto f = with_files_.find(o.lease_id); f != with_files_.end()) {
         const App* app = f->second;
@@ -617,6 +624,8 @@ void Agent::Handle(Event& e, Session& s) {
     if (!first_unsent_) first_unsent_ = clock_->Now();
   } else if (m.assignments_size() > 0) {
     requested_ -= std::min<size_t>(requested_, m.assignments_size());
+    log_->debug("assigned {} task(s), first lease={}", m.assignments_size(),
+                m.assignments(0).lease_id());
     std::vector<v1::WorkerTask> tasks;
     Transfer staging;
     tasks.reserve(m.assignments_size());
@@ -754,6 +763,10 @@ bool Agent::Flush(Session& s) {
       content = content || m.running_size() > 0;
     }
     if (!content) return true;
+    if (n > 0 || m.want() > 0) {
+      log_->debug("send results={} failures={} want={}", m.results_size(), m.failures_size(),
+                  m.want());
+    }
     SignReports(identity_.agent_id, identity_.secret_key, &m);
     if (!s.Write(m)) return false;
     last_send_ = now;
