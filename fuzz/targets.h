@@ -17,6 +17,7 @@
 #include "core/job_spec.h"
 #include "protocol/signing.h"
 #include "rounds/weights.h"
+#include "tensors/npy.h"
 #include "tensors/safetensors.h"
 #include "store/store.h"
 
@@ -211,6 +212,31 @@ inline void FuzzSafetensors(std::string_view input) {
   } else {
     FuzzCheck(!weights.status().message().empty(), "an error without a message");
   }
+}
+
+// Any bytes as a .npy file (a user's dataset, parsed on contributors'
+// machines): it parses or an error names the problem; what parses has as
+// many bytes as its shape and dtype say, its header alone parses the same
+// from the file's size, and it writes out and parses again to the same
+// array.
+inline void FuzzNpy(std::string_view input) {
+  tensors::NpyLimits limits;
+  limits.max_elements = 1 << 20;
+  auto t = tensors::ParseNpy(input, limits);
+  if (!t.ok()) {
+    FuzzCheck(!t.status().message().empty(), "an error without a message");
+    return;
+  }
+  FuzzCheck(t->data.size() == static_cast<size_t>(t->elements()) * tensors::DTypeSize(t->dtype),
+            "data size differs from shape x dtype");
+  auto h = tensors::ParseNpyHeader(input, input.size(), limits);
+  FuzzCheck(h.ok() && h->shape == t->shape && h->dtype == t->dtype, "the header alone reads otherwise");
+  auto bytes = tensors::WriteNpy(*t);
+  FuzzCheck(bytes.ok(), "a parsed array does not write");
+  auto again = tensors::ParseNpy(*bytes, limits);
+  FuzzCheck(again.ok() && again->shape == t->shape && again->dtype == t->dtype &&
+                again->data == t->data,
+            "a written array reads otherwise");
 }
 
 }  // namespace claw

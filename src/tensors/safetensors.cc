@@ -11,12 +11,25 @@
 namespace claw::tensors {
 namespace {
 
-constexpr NameTable<DType, 3> kDTypes = {{{"F32", DType::kF32}, {"F16", DType::kF16}, {"I8", DType::kI8}}};
+constexpr NameTable<DType, 12> kDTypes = {{{"F32", DType::kF32},
+                                           {"F16", DType::kF16},
+                                           {"I8", DType::kI8},
+                                           {"F64", DType::kF64},
+                                           {"BF16", DType::kBF16},
+                                           {"I64", DType::kI64},
+                                           {"I32", DType::kI32},
+                                           {"I16", DType::kI16},
+                                           {"U8", DType::kU8},
+                                           {"U16", DType::kU16},
+                                           {"U32", DType::kU32},
+                                           {"BOOL", DType::kBool}}};
 
 Result<DType> ParseDType(std::string_view s) {
   DType t;
   if (FromName(kDTypes, s, &t)) return t;
-  return InvalidArgument("dtype " + std::string(s.substr(0, 16)) + " is not supported (F32, F16, I8)");
+  return InvalidArgument("dtype " + std::string(s.substr(0, 16)) +
+                         " is not supported (F64, F32, F16, BF16, I64, I32, I16, I8, U32, U16, "
+                         "U8, BOOL)");
 }
 
 uint64_t ReadU64(std::string_view b) {
@@ -105,9 +118,18 @@ std::string_view DTypeName(DType t) { return NameOf(kDTypes, t); }
 
 size_t DTypeSize(DType t) {
   switch (t) {
-    case DType::kF32: return 4;
-    case DType::kF16: return 2;
-    case DType::kI8: return 1;
+    case DType::kF64:
+    case DType::kI64: return 8;
+    case DType::kF32:
+    case DType::kI32:
+    case DType::kU32: return 4;
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kI16:
+    case DType::kU16: return 2;
+    case DType::kI8:
+    case DType::kU8:
+    case DType::kBool: return 1;
   }
   return 1;
 }

@@ -11,7 +11,9 @@
 //
 // Files come from other machines, so parsing trusts nothing: every size,
 // offset, dtype, shape and name is checked, and an error names what is
-// wrong. Only the dtypes this project uses are accepted (F32, F16, I8).
+// wrong. The dtypes: floats F64, F32, F16, BF16; integers I64, I32, I16, I8,
+// U32, U16, U8; BOOL (one byte). Model deltas use F32, F16 and I8 alone
+// (rounds/weights.h refuses the rest); datasets may use any.
 #pragma once
 
 #include <cstdint>
@@ -24,9 +26,9 @@
 
 namespace claw::tensors {
 
-enum class DType { kF32, kF16, kI8 };
+enum class DType { kF32, kF16, kI8, kF64, kBF16, kI64, kI32, kI16, kU8, kU16, kU32, kBool };
 
-std::string_view DTypeName(DType t);  // "F32", "F16", "I8"
+std::string_view DTypeName(DType t);  // "F32", "F16", "I8", ... as safetensors names them
 size_t DTypeSize(DType t);
 
 struct Tensor {

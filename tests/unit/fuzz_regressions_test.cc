@@ -32,6 +32,7 @@ TEST(FuzzRegressions, JobSpec) { ReplayAll("job_spec", FuzzJobSpec); }
 TEST(FuzzRegressions, AgentMessage) { ReplayAll("agent_message", FuzzAgentMessage); }
 TEST(FuzzRegressions, ClientRequests) { ReplayAll("client_requests", FuzzClientRequests); }
 TEST(FuzzRegressions, Safetensors) { ReplayAll("safetensors", FuzzSafetensors); }
+TEST(FuzzRegressions, Npy) { ReplayAll("npy", FuzzNpy); }
 
 }  // namespace
 }  // namespace claw
