@@ -81,6 +81,16 @@ inline Status NeedMlBuild() {
 #endif
 }
 
+// Debian's PyTorch and numpy under /usr/bin/python3: tests make users'
+// TorchScript models and .npy files with them, as users do.
+inline Status NeedPythonTorch() {
+  if (std::system("/usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1") == 0) {
+    return Status::Ok();
+  }
+  return FailedPrecondition("/usr/bin/python3 cannot import torch and numpy: apt-get install "
+                            "python3-torch python3-numpy (scripts/setup.sh installs them)");
+}
+
 }  // namespace claw::testing
 
 // Fails the test (or, with CLAW_TESTS_MAY_SKIP=1, skips it) when the Status

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "apps/blob_fields.h"
+#include "apps/script_trial.h"
 #include "common/blobs.h"
 #include "core/json_fields.h"
 #include "ml/api.h"
@@ -30,6 +31,7 @@ json EpochJson(const ml::EpochMetrics& m) {
 
 Result<json> TrainApp::CheckTrial(const json& params, const std::string& prefix) {
   if (!params.is_object()) return InvalidArgument(prefix + ": must be an object");
+  if (IsScriptTrial(params)) return CheckScriptTrial(params, prefix);
   FieldReader f(params, prefix);
   CLAW_RETURN_IF_ERROR(f.NoUnknownFields(
       {"dataset", "model", "width", "layers", "dropout", "lr", "batch", "epochs", "optimizer",
@@ -104,6 +106,7 @@ Result<std::string> TrainApp::Run(std::string_view task_params, const RunContext
   auto trial = CheckTrial(p, "train task");
   if (!trial.ok()) return trial.status();
   if (!ctx.blobs) return FailedPrecondition("train task: this worker has no blob cache");
+  if (IsScriptTrial(*trial)) return RunScriptTrial(*trial, ctx);
   const json& t = *trial;
   ml::TrainConfig c;
   c.model = t["model"];
@@ -197,6 +200,7 @@ std::vector<std::string> TrainApp::TaskInputBlobs(std::string_view task_params) 
 
 std::vector<std::string> TrainApp::TrialBlobs(const json& p) {
   if (!p.is_object()) return {};
+  if (IsScriptTrial(p)) return ScriptTrialBlobs(p);
   std::vector<std::string> out = p.contains("dataset") ? BlobHashesIn(p["dataset"]) : std::vector<std::string>{};
   if (p.contains("resume") && p["resume"].is_string() &&
       IsBlobHash(p["resume"].get_ref<const std::string&>())) {

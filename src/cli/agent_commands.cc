@@ -11,6 +11,7 @@
 
 #include "agent/agent.h"
 #include "agent/worker_main.h"
+#include "apps/ml_sandbox.h"
 #include "apps/registry.h"
 #include "cli/command_parts.h"
 #include "cli/detach.h"
@@ -250,6 +251,9 @@ void AddWorker(CLI::App& cli) {
     int rc = RunWorker(apps, *limits, *setup);
     std::exit(rc);
   });
+  // Hidden too: the ML runner that workers start in a sandbox for users'
+  // TorchScript modules (apps/ml_sandbox.h).
+  cli.add_subcommand("__ml-run", "")->group("")->callback([] { std::exit(MlRunMain()); });
 }
 
 }  // namespace claw

@@ -20,6 +20,7 @@
 #include "cli/demo.h"
 #include "cli/detach.h"
 #include "cli/output.h"
+#include "ml/api.h"
 #include "common/crypto.h"
 #include "common/files.h"
 #include "coordinator/certificates.h"
@@ -267,6 +268,37 @@ nlohmann::json UploadDataset(const Client& client, const std::string& dir) {
   return UploadInputs(client, inputs);
 }
 
+// A user's TorchScript module, checked against the contract here (the
+// user's own file, on the user's machine: agents run it only sandboxed)
+// where the ML library is, then uploaded; its blob hash.
+std::string UploadScript(const Client& client, const std::string& file) {
+  if (auto lib = ml::LoadMl(); lib.ok()) {
+    auto report = (*lib)->inspect_script(file);
+    if (!report.ok()) throw CLI::RuntimeError(Fail(InvalidArgument(file + ": " + report.status().message())));
+    std::fprintf(stderr, "%s: %lld parameters, %lld trainable; training_step%s%s\n", file.c_str(),
+                 static_cast<long long>(report->parameters), static_cast<long long>(report->trainable),
+                 report->eval_step ? ", eval_step" : " (no eval_step: no test metrics)",
+                 report->forward ? ", forward" : "");
+  }
+  return UploadInputs(client, {"script=" + file})["script"];
+}
+
+// Uploads the .npy files of an array dataset directory (train_inputs.npy,
+// train_targets.npy and, if there, test_inputs.npy and test_targets.npy);
+// {"train_inputs": "<sha256>", ...}.
+nlohmann::json UploadArrays(const Client& client, const std::string& dir) {
+  std::vector<std::string> inputs;
+  for (const char* key : {"train_inputs", "train_targets", "test_inputs", "test_targets"}) {
+    std::string path = dir + "/" + key + ".npy";
+    if (std::filesystem::exists(path)) inputs.push_back(std::string(key) + "=" + path);
+  }
+  if (inputs.empty()) {
+    throw CLI::RuntimeError(Fail(InvalidArgument("--data " + dir + ": no train_inputs.npy or "
+                                                 "train_targets.npy there")));
+  }
+  return UploadInputs(client, inputs);
+}
+
 // The model blob of a finished train or sweep job's best trial.
 std::string BestModelOf(Client client, const std::string& job) {
   auto r = client.Results(job);
@@ -300,6 +332,8 @@ void AddSubmit(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
   auto outputs = std::make_shared<std::vector<std::string>>();
   auto dataset = std::make_shared<std::string>();
   auto model_of = std::make_shared<std::string>();
+  auto script = std::make_shared<std::string>();
+  auto data = std::make_shared<std::string>();
   cmd->add_option("spec", *file, "Job spec JSON file, or - for stdin");
   cmd->add_option("--app", *app, "App name (instead of a spec file)");
   cmd->add_option("--name", *name, "Job name");
@@ -320,6 +354,12 @@ void AddSubmit(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
   cmd->add_option("--dataset", *dataset,
                   "train: upload the Fashion-MNIST IDX files in this directory (e.g. "
                   "/usr/share/datasets/fashion-mnist) as params.dataset");
+  cmd->add_option("--script", *script,
+                  "train: a TorchScript module file (docs/models.md), checked and uploaded as "
+                  "params.script");
+  cmd->add_option("--data", *data,
+                  "train with --script: upload DIR's train_inputs.npy, train_targets.npy, "
+                  "test_inputs.npy and test_targets.npy as params.data");
   cmd->add_option("--model-of", *model_of,
                   "infer: use the model of this train or sweep job's best trial");
   cmd->add_option("--output,-o", *outputs,
@@ -340,13 +380,16 @@ void AddSubmit(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
     }
     if (!file->empty()) {
       spec = ReadSpec(*file);
-      if (!dataset->empty() || !model_of->empty()) {  // fill them into the file's spec
+      if (!dataset->empty() || !model_of->empty() || !script->empty() || !data->empty()) {
+        // fill them into the file's spec
         auto j = nlohmann::json::parse(spec, nullptr, false);
         if (!j.is_object()) throw CLI::RuntimeError(Fail(InvalidArgument(*file + ": not JSON")));
         // A sweep's trials take them from its base.
         nlohmann::json& into = j.value("app", "") == "sweep" ? j["params"]["base"] : j["params"];
         if (!dataset->empty()) into["dataset"] = UploadDataset(Connect(*target), *dataset);
         if (!model_of->empty()) into["model"] = BestModelOf(Connect(*target), *model_of);
+        if (!script->empty()) into["script"] = UploadScript(Connect(*target), *script);
+        if (!data->empty()) into["data"] = UploadArrays(Connect(*target), *data);
         spec = j.dump();
       }
     } else if (!app->empty()) {
@@ -380,6 +423,8 @@ void AddSubmit(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
       }
       if (!dataset->empty()) j["params"]["dataset"] = UploadDataset(Connect(*target), *dataset);
       if (!model_of->empty()) j["params"]["model"] = BestModelOf(Connect(*target), *model_of);
+      if (!script->empty()) j["params"]["script"] = UploadScript(Connect(*target), *script);
+      if (!data->empty()) j["params"]["data"] = UploadArrays(Connect(*target), *data);
       spec = j.dump();
     } else {
       throw CLI::RuntimeError(Fail(InvalidArgument("give a spec file or --app")));

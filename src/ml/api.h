@@ -9,6 +9,7 @@
 // else where the build put it.
 #pragma once
 
+#include "ml/script.h"
 #include "ml/trainer.h"
 
 namespace claw::ml {
@@ -22,8 +23,11 @@ struct MlApi {
   Result<rounds::Weights> (*init_model)(const Arch& arch, uint64_t seed);
   Result<RoundOutcome> (*train_round)(const RoundConfig& config);
   Result<std::string> (*checkpoint_of)(const Arch& arch, const rounds::Weights& weights);
+  // Users' TorchScript modules (script.h): only ever called in a sandbox.
+  Result<ScriptReport> (*inspect_script)(const std::string& model_path);
+  Result<ScriptTrainOutcome> (*train_script)(const ScriptTrainConfig& config);
 };
-inline constexpr int kMlApiVersion = 2;
+inline constexpr int kMlApiVersion = 3;
 
 // The library's entry points. FailedPrecondition saying where it looked and
 // why it failed when it cannot be loaded (e.g. an agent without libtorch).

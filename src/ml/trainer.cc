@@ -555,7 +555,9 @@ extern "C" __attribute__((visibility("default"))) const claw::ml::MlApi* claw_ml
                                    &Guard<&claw::ml::CountImages>::Call,
                                    &Guard<&claw::ml::InitModel>::Call,
                                    &Guard<&claw::ml::TrainRound>::Call,
-                                   &Guard<&claw::ml::CheckpointOf>::Call};
+                                   &Guard<&claw::ml::CheckpointOf>::Call,
+                                   &Guard<&claw::ml::InspectScript>::Call,
+                                   &Guard<&claw::ml::TrainScript>::Call};
   return &api;
 }
 

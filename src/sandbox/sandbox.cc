@@ -158,7 +158,9 @@ std::vector<std::string> BwrapOptions(const std::string& scratch_dir, const Sand
       "--symlink", "usr/lib", "/lib",
       "--symlink", "usr/lib64", "/lib64",
       "--ro-bind-try", "/etc/alternatives", "/etc/alternatives",
-      "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
+      "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"};
+  for (const auto& [host, inside] : limits.read_only) o.insert(o.end(), {"--ro-bind", host, inside});
+  o.insert(o.end(), {
       "--proc", "/proc",
       "--dev", "/dev",
       "--size", shm_bytes, "--perms", "1777", "--tmpfs", "/dev/shm",
@@ -170,7 +172,7 @@ std::vector<std::string> BwrapOptions(const std::string& scratch_dir, const Sand
       "--clearenv",
       "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
       "--setenv", "HOME", "/work",
-      "--setenv", "LANG", "C.UTF-8"};
+      "--setenv", "LANG", "C.UTF-8"});
   if (seccomp_fd >= 0) o.insert(o.end(), {"--seccomp", std::to_string(seccomp_fd)});
   if (info_fd >= 0) o.insert(o.end(), {"--info-fd", std::to_string(info_fd)});
   return o;

@@ -43,6 +43,7 @@
 #include <chrono>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -66,6 +67,10 @@ struct SandboxLimits {
   // An agent running as root runs the sandbox as this uid (its slot's,
   // SandboxUidBlock); 0: one derived from this process's pid.
   uid_t uid = 0;
+  // Host files or directories the command may read, each at a path of its
+  // own inside (host path, path inside; Linux only): e.g. the claw binary
+  // and its ML library, for the sandboxed ML runner (apps/ml_sandbox.h).
+  std::vector<std::pair<std::string, std::string>> read_only;
 };
 
 // Sandboxes of an agent running as root run as uids from here up.

@@ -1,0 +1,148 @@
+#include "apps/script_trial.h"
+
+#include "apps/blob_fields.h"
+#include "apps/ml_sandbox.h"
+#include "common/blobs.h"
+#include "core/json_fields.h"
+
+namespace claw {
+namespace {
+
+using nlohmann::json;
+
+const char* const kDataFiles[] = {"train_inputs", "train_targets", "test_inputs", "test_targets"};
+
+}  // namespace
+
+bool IsScriptTrial(const json& params) { return params.is_object() && params.contains("script"); }
+
+Result<json> CheckScriptTrial(const json& params, const std::string& prefix) {
+  if (!params.is_object()) return InvalidArgument(prefix + ": must be an object");
+  FieldReader f(params, prefix);
+  for (const char* builtin : {"model", "width", "layers", "dropout", "dataset", "resume"}) {
+    if (params.contains(builtin)) {
+      return InvalidArgument(prefix + "." + builtin + ": not for a script model (" + prefix +
+                             ".script names the model" +
+                             (std::string(builtin) == "resume" ? "; script models do not resume yet)" : ")"));
+    }
+  }
+  CLAW_RETURN_IF_ERROR(f.NoUnknownFields({"script", "data", "lr", "batch", "epochs", "optimizer",
+                                          "momentum", "weight_decay", "seed", "train_limit",
+                                          "test_limit", "threads", "eval_batch", "memory_mb",
+                                          "timeout_s", "save_model"}));
+  json out = json::object();
+  if (!params["script"].is_string() || !IsBlobHash(params["script"].get_ref<const std::string&>())) {
+    return InvalidArgument(prefix + ".script: must be the TorchScript file's blob SHA-256 "
+                           "(claw submit --script FILE uploads it)");
+  }
+  out["script"] = params["script"];
+  const json* data = params.contains("data") ? &params["data"] : nullptr;
+  if (!data || !data->is_object()) {
+    return InvalidArgument(prefix + ".data: {\"train_inputs\", \"train_targets\", \"test_inputs\", "
+                           "\"test_targets\"} as .npy blobs is required (claw submit --data DIR "
+                           "uploads them)");
+  }
+  for (const auto& [key, value] : data->items()) {
+    if (std::find(std::begin(kDataFiles), std::end(kDataFiles), key) == std::end(kDataFiles)) {
+      return InvalidArgument(prefix + ".data." + key.substr(0, 64) +
+                             ": unknown (train_inputs, train_targets, test_inputs, test_targets)");
+    }
+    if (!value.is_string() || !IsBlobHash(value.get_ref<const std::string&>())) {
+      return InvalidArgument(prefix + ".data." + key + ": must be a blob's SHA-256");
+    }
+  }
+  for (const char* required : {"train_inputs", "train_targets"}) {
+    if (!data->contains(required)) return InvalidArgument(prefix + ".data." + required + ": required");
+  }
+  if (data->contains("test_inputs") != data->contains("test_targets")) {
+    return InvalidArgument(prefix + ".data: test_inputs and test_targets go together");
+  }
+  out["data"] = *data;
+  Status bad = Status::Ok();
+  auto put = [&](const char* key, auto value) {
+    if (!value.ok()) {
+      if (bad.ok()) bad = value.status();
+      return;
+    }
+    out[key] = *value;
+  };
+  put("lr", f.Number("lr", 1e-9, 10, 1e-3));
+  put("batch", f.Integer("batch", 1, 65536, 64));
+  put("epochs", f.Integer("epochs", 1, 1000, 1));
+  put("optimizer", f.OneOf("optimizer", {"adamw", "adam", "sgd"}, "adamw"));
+  put("momentum", f.Number("momentum", 0, 0.999, 0.9));
+  put("weight_decay", f.Number("weight_decay", 0, 1, 0));
+  put("seed", f.Integer("seed", 0, int64_t{1} << 53, 1));
+  put("train_limit", f.Integer("train_limit", 0, int64_t{1} << 40, 0));
+  put("test_limit", f.Integer("test_limit", 0, int64_t{1} << 40, 0));
+  put("threads", f.Integer("threads", 1, 256, 1));
+  put("eval_batch", f.Integer("eval_batch", 1, 1 << 20, 1000));
+  put("memory_mb", f.Integer("memory_mb", 256, 1 << 20, 4096));
+  put("timeout_s", f.Integer("timeout_s", 1, 7 * 86400, 3600));
+  CLAW_RETURN_IF_ERROR(bad);
+  if (params.contains("save_model")) {
+    if (!params["save_model"].is_boolean()) return InvalidArgument(prefix + ".save_model: true or false");
+    out["save_model"] = params["save_model"];
+  }
+  return out;
+}
+
+Result<std::string> RunScriptTrial(const json& t, const RunContext& ctx) {
+  MlSandboxRun run;
+  run.inputs["model.pt"] = t["script"].get<std::string>();
+  json data = json::object();
+  for (const auto& [key, hash] : t["data"].items()) {
+    run.inputs["data/" + key + ".npy"] = hash.get<std::string>();
+    data[key] = "data/" + key + ".npy";
+  }
+  run.request = {{"op", "train"}, {"model", "model.pt"}, {"data", data}};
+  for (const char* key : {"optimizer", "lr", "momentum", "weight_decay", "batch", "epochs", "eval_batch",
+                          "seed", "train_limit", "test_limit", "threads"}) {
+    run.request[key] = t[key];
+  }
+  const bool save = t.value("save_model", true);
+  if (save) run.outputs = {"out/model.pt", "out/trainable.safetensors"};
+  auto capped = [](uint64_t asked, uint64_t cap) { return cap == 0 ? asked : std::min(asked, cap); };
+  const uint64_t timeout_s = t["timeout_s"].get<uint64_t>();
+  run.limits.wall_time = std::chrono::seconds(timeout_s);
+  run.limits.cpu_seconds = capped(timeout_s * t["threads"].get<uint64_t>(), ctx.caps.cpu_seconds);
+  run.limits.memory_bytes = capped(t["memory_mb"].get<uint64_t>() << 20, ctx.caps.memory_bytes);
+  run.limits.disk_bytes = capped(run.limits.disk_bytes, ctx.caps.disk_bytes);
+  auto r = RunMlSandboxed(run, ctx);
+  if (!r.ok()) return r.status();
+  const json& res = r->result;
+  json params = t;
+  params.erase("data");
+  json out = {{"params", params},
+              {"epochs", res.value("epochs", json::array())},
+              {"parameters", res.value("parameters", 0)},
+              {"trainable_parameters", res.value("trainable_parameters", 0)},
+              {"first_epoch", 1}};
+  if (!out["epochs"].is_array() || out["epochs"].empty()) {
+    return InvalidArgument("the ML runner returned no epochs");
+  }
+  if (res.value("diverged", false)) {
+    out["diverged"] = true;
+    out["final"] = {{"epoch", out["epochs"].back().value("epoch", 0)}, {"diverged", true}};
+    return out.dump();
+  }
+  out["final"] = out["epochs"].back();
+  if (save) {
+    out["files"] = json::array();
+    for (const auto& [path, file] : r->files) {
+      out["files"].push_back({{"path", path.substr(4)}, {"sha256", file["sha256"]}, {"size", file["size"]}});
+    }
+  }
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::vector<std::string> ScriptTrialBlobs(const json& p) {
+  if (!p.is_object()) return {};
+  std::vector<std::string> out = p.contains("data") ? BlobHashesIn(p["data"]) : std::vector<std::string>{};
+  if (p.contains("script") && p["script"].is_string() && IsBlobHash(p["script"].get_ref<const std::string&>())) {
+    out.push_back(p["script"]);
+  }
+  return out;
+}
+
+}  // namespace claw

@@ -1,0 +1,277 @@
+#include "ml/script.h"
+
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "tensors/npy.h"
+#include "tensors/safetensors.h"
+
+namespace claw::ml {
+namespace {
+
+constexpr const char* kContract = " (the contract: docs/models.md)";
+
+// The last line of a TorchScript error (its traceback comes first), short.
+std::string LastLine(const std::string& what) {
+  std::string text = what;
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  size_t nl = text.rfind('\n');
+  std::string line = nl == std::string::npos ? text : text.substr(nl + 1);
+  return line.size() > 300 ? line.substr(0, 300) + "..." : line;
+}
+
+Result<torch::Tensor> LoadNpy(const std::string& path, const std::string& what) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return InvalidArgument(what + ": cannot open " + path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::string bytes = ss.str();
+  auto h = tensors::ParseNpyHeader(bytes, bytes.size());
+  if (!h.ok()) return InvalidArgument(what + ": " + h.status().message());
+  if (h->shape.empty()) return InvalidArgument(what + ": a scalar, not rows of data");
+  using tensors::DType;
+  void* data = bytes.data() + h->data_offset;
+  torch::Tensor t;
+  switch (h->dtype) {
+    case DType::kF64: t = torch::from_blob(data, h->shape, torch::kFloat64).clone(); break;
+    case DType::kF32: t = torch::from_blob(data, h->shape, torch::kFloat32).clone(); break;
+    case DType::kF16: t = torch::from_blob(data, h->shape, torch::kFloat16).clone(); break;
+    case DType::kBF16: t = torch::from_blob(data, h->shape, torch::kBFloat16).clone(); break;
+    case DType::kI64: t = torch::from_blob(data, h->shape, torch::kInt64).clone(); break;
+    case DType::kI32: t = torch::from_blob(data, h->shape, torch::kInt32).clone(); break;
+    case DType::kI16: t = torch::from_blob(data, h->shape, torch::kInt16).clone(); break;
+    case DType::kI8: t = torch::from_blob(data, h->shape, torch::kInt8).clone(); break;
+    case DType::kU8: t = torch::from_blob(data, h->shape, torch::kUInt8).clone(); break;
+    case DType::kBool: t = torch::from_blob(data, h->shape, torch::kBool).clone(); break;
+    // torch has no unsigned 16- or 32-bit type: widened, values kept.
+    case DType::kU16: t = torch::from_blob(data, h->shape, torch::kInt16).clone().to(torch::kInt32).bitwise_and(int64_t{0xffff}); break;
+    case DType::kU32: t = torch::from_blob(data, h->shape, torch::kInt32).clone().to(torch::kInt64).bitwise_and(int64_t{0xffffffff}); break;
+  }
+  return t;
+}
+
+struct Rows {
+  torch::Tensor inputs, targets;
+};
+
+Result<Rows> LoadRows(const std::string& inputs, const std::string& targets, size_t limit,
+                      const std::string& split) {
+  auto x = LoadNpy(inputs, split + "_inputs");
+  if (!x.ok()) return x.status();
+  auto y = LoadNpy(targets, split + "_targets");
+  if (!y.ok()) return y.status();
+  if (x->size(0) != y->size(0)) {
+    return InvalidArgument(split + "_inputs has " + std::to_string(x->size(0)) + " rows, " + split +
+                           "_targets " + std::to_string(y->size(0)) + ": they must match row for row");
+  }
+  if (x->size(0) == 0) return InvalidArgument(split + "_inputs: no rows");
+  Rows r{*x, *y};
+  if (limit > 0 && static_cast<int64_t>(limit) < r.inputs.size(0)) {
+    r.inputs = r.inputs.narrow(0, 0, static_cast<int64_t>(limit));
+    r.targets = r.targets.narrow(0, 0, static_cast<int64_t>(limit));
+  }
+  return r;
+}
+
+Result<torch::jit::Module> LoadModule(const std::string& path) {
+  try {
+    return torch::jit::load(path);
+  } catch (const std::exception& e) {
+    return InvalidArgument("model: not a TorchScript file torch.jit.load can read (" +
+                           LastLine(e.what()) + ")");
+  }
+}
+
+// The method's inputs (self and two) and one output of the kind asked.
+bool HasMethod(torch::jit::Module& m, const char* name, size_t args, c10::TypeKind returns) {
+  auto method = m.find_method(name);
+  if (!method) return false;
+  const c10::FunctionSchema& s = method->function().getSchema();
+  return s.arguments().size() == args + 1 && s.returns().size() == 1 &&
+         s.returns()[0].type()->kind() == returns;
+}
+
+ScriptReport Report(torch::jit::Module& m) {
+  ScriptReport r;
+  r.training_step = HasMethod(m, "training_step", 2, c10::TypeKind::TensorType);
+  r.eval_step = HasMethod(m, "eval_step", 2, c10::TypeKind::TupleType);
+  r.forward = HasMethod(m, "forward", 1, c10::TypeKind::TensorType);
+  for (const auto& p : m.named_parameters(true)) {
+    r.parameters += p.value.numel();
+    if (p.value.requires_grad()) {
+      r.trainable += p.value.numel();
+      r.trainable_names.push_back(p.name);
+    }
+  }
+  return r;
+}
+
+Status CheckContract(const ScriptReport& r, bool need_eval) {
+  if (!r.training_step) {
+    return InvalidArgument(std::string("model: no method training_step(inputs: Tensor, targets: "
+                                       "Tensor) -> Tensor returning the loss") + kContract);
+  }
+  if (need_eval && !r.eval_step) {
+    return InvalidArgument(std::string("model: no method eval_step(inputs: Tensor, targets: Tensor) "
+                                       "-> Tuple[Tensor, Tensor, Tensor] returning (loss summed, "
+                                       "right, counted)") + kContract);
+  }
+  if (r.trainable == 0) return InvalidArgument("model: no parameter has requires_grad: nothing to train");
+  return Status::Ok();
+}
+
+struct Eval {
+  double loss = 0, accuracy = 0;
+};
+
+Result<Eval> Evaluate(torch::jit::Module& m, const Rows& test, int batch) {
+  torch::NoGradGuard no_grad;
+  m.eval();
+  auto method = m.get_method("eval_step");
+  double loss = 0, right = 0, counted = 0;
+  int64_t n = test.inputs.size(0);
+  for (int64_t at = 0; at < n; at += batch) {
+    int64_t len = std::min<int64_t>(batch, n - at);
+    c10::IValue out;
+    try {
+      out = method({test.inputs.narrow(0, at, len), test.targets.narrow(0, at, len)});
+    } catch (const std::exception& e) {
+      return InvalidArgument("model: eval_step failed: " + LastLine(e.what()));
+    }
+    auto t = out.toTuple();
+    if (t->elements().size() != 3 || !t->elements()[0].isTensor() || !t->elements()[1].isTensor() ||
+        !t->elements()[2].isTensor()) {
+      return InvalidArgument("model: eval_step must return three tensors (loss summed, right, counted)");
+    }
+    loss += t->elements()[0].toTensor().sum().item<double>();
+    right += t->elements()[1].toTensor().sum().item<double>();
+    counted += t->elements()[2].toTensor().sum().item<double>();
+  }
+  m.train();
+  if (!(counted > 0)) return InvalidArgument("model: eval_step counted no items");
+  return Eval{loss / counted, right / counted};
+}
+
+std::string TrainableSafetensors(torch::jit::Module& m) {
+  tensors::TensorFile file;
+  std::vector<std::pair<std::string, torch::Tensor>> params;
+  for (const auto& p : m.named_parameters(true)) {
+    if (p.value.requires_grad()) params.emplace_back(p.name, p.value);
+  }
+  std::sort(params.begin(), params.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [name, value] : params) {
+    torch::Tensor t = value.detach().to(torch::kFloat32).contiguous();
+    file.tensors.push_back(tensors::FloatTensor(
+        name, t.sizes().vec(), std::vector<float>(t.data_ptr<float>(), t.data_ptr<float>() + t.numel())));
+  }
+  return tensors::WriteSafetensors(file);
+}
+
+}  // namespace
+
+Result<ScriptReport> InspectScript(const std::string& model_path) {
+  auto m = LoadModule(model_path);
+  if (!m.ok()) return m.status();
+  ScriptReport r = Report(*m);
+  CLAW_RETURN_IF_ERROR(CheckContract(r, false));
+  return r;
+}
+
+Result<ScriptTrainOutcome> TrainScript(const ScriptTrainConfig& c) {
+  if (c.batch < 1 || c.epochs < 1 || c.threads < 1 || c.eval_batch < 1) {
+    return InvalidArgument("batch, epochs, eval_batch and threads: at least 1");
+  }
+  if (c.optimizer != "adamw" && c.optimizer != "adam" && c.optimizer != "sgd") {
+    return InvalidArgument("optimizer: adamw, adam or sgd");
+  }
+  torch::set_num_threads(c.threads);
+  auto loaded = LoadModule(c.model);
+  if (!loaded.ok()) return loaded.status();
+  torch::jit::Module& m = *loaded;
+  ScriptTrainOutcome out;
+  out.report = Report(m);
+  bool evaluate = !c.data.test_inputs.empty();
+  CLAW_RETURN_IF_ERROR(CheckContract(out.report, evaluate));
+  auto train = LoadRows(c.data.train_inputs, c.data.train_targets, c.train_limit, "train");
+  if (!train.ok()) return train.status();
+  Rows test;
+  if (evaluate) {
+    auto t = LoadRows(c.data.test_inputs, c.data.test_targets, c.test_limit, "test");
+    if (!t.ok()) return t.status();
+    test = std::move(*t);
+  }
+
+  std::vector<torch::Tensor> params;
+  for (const auto& p : m.parameters(true)) {
+    if (p.requires_grad()) params.push_back(p);
+  }
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  if (c.optimizer == "adamw") {
+    optimizer = std::make_unique<torch::optim::AdamW>(params, torch::optim::AdamWOptions(c.lr).weight_decay(c.weight_decay));
+  } else if (c.optimizer == "adam") {
+    optimizer = std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(c.lr).weight_decay(c.weight_decay));
+  } else {
+    optimizer = std::make_unique<torch::optim::SGD>(
+        params, torch::optim::SGDOptions(c.lr).momentum(c.momentum).weight_decay(c.weight_decay));
+  }
+  auto step = m.get_method("training_step");
+  const int64_t n = train->inputs.size(0);
+  m.train();
+  for (int epoch = 1; epoch <= c.epochs; ++epoch) {
+    auto start = std::chrono::steady_clock::now();
+    torch::manual_seed(c.seed * 1'000'003 + static_cast<uint64_t>(epoch));
+    torch::Tensor order = torch::randperm(n, torch::kInt64);
+    double loss_sum = 0;
+    for (int64_t at = 0; at < n; at += c.batch) {
+      int64_t len = std::min<int64_t>(c.batch, n - at);
+      auto idx = order.narrow(0, at, len);
+      optimizer->zero_grad();
+      torch::Tensor loss;
+      try {
+        c10::IValue v = step({train->inputs.index_select(0, idx), train->targets.index_select(0, idx)});
+        if (!v.isTensor() || v.toTensor().numel() != 1) {
+          return InvalidArgument("model: training_step must return the loss as a one-element tensor");
+        }
+        loss = v.toTensor();
+        if (!loss.requires_grad()) {
+          return InvalidArgument("model: training_step's loss does not depend on a trainable parameter");
+        }
+        loss.backward();
+      } catch (const std::exception& e) {
+        return InvalidArgument("model: training_step failed: " + LastLine(e.what()));
+      }
+      optimizer->step();
+      loss_sum += loss.item<double>() * static_cast<double>(len);
+    }
+    EpochMetrics em;
+    em.epoch = epoch;
+    em.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    em.loss = loss_sum / static_cast<double>(n);
+    em.accuracy = -1;
+    em.test_loss = em.test_accuracy = std::nan("");  // none without test data
+    if (evaluate && std::isfinite(em.loss)) {
+      auto e = Evaluate(m, test, c.eval_batch);
+      if (!e.ok()) return e.status();
+      em.test_loss = e->loss;
+      em.test_accuracy = e->accuracy;
+    }
+    out.epochs.push_back(em);
+    if (!std::isfinite(em.loss)) {
+      out.diverged = true;
+      return out;
+    }
+  }
+  std::ostringstream bytes;
+  m.save(bytes);
+  out.model = bytes.str();
+  out.trainable = TrainableSafetensors(m);
+  return out;
+}
+
+}  // namespace claw::ml

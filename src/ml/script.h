@@ -1,0 +1,74 @@
+// Users' own models: TorchScript modules trained on arrays from .npy files
+// (docs/models.md has the contract; ADR 0008 why it runs only sandboxed).
+//
+// The contract: a module saved by torch.jit.script(m).save(path) exporting
+//   training_step(inputs: Tensor, targets: Tensor) -> Tensor
+//       the batch's mean loss (a scalar), to minimize;
+//   eval_step(inputs: Tensor, targets: Tensor) -> Tuple[Tensor, Tensor, Tensor]
+//       (loss summed over the batch, items right, items counted): accuracy
+//       is right / counted, test loss the sum / counted;
+//   forward(inputs) -> Tensor   optional: inference (`infer`).
+// Parameters with requires_grad are trained and travel; the rest (a frozen
+// base) stays as loaded. Inputs and targets reach the methods as the .npy
+// files hold them (dtype and all), a batch of rows at a time.
+//
+// Running a module runs its author's code (TorchScript can read and write
+// files: torch.from_file, torch.save), so these entry points are called only
+// inside the sandbox (agent/ml_sandbox.h), never in a worker, the agent or
+// the coordinator.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "ml/trainer.h"
+
+namespace claw::ml {
+
+// What a module offers, checked against the contract.
+struct ScriptReport {
+  bool training_step = false, eval_step = false, forward = false;
+  int64_t parameters = 0;   // all of them
+  int64_t trainable = 0;    // with requires_grad
+  std::vector<std::string> trainable_names;
+};
+
+// The files of an array dataset: rows along the first dimension, inputs and
+// targets row for row. Test files optional (no evaluation without them).
+struct ArrayFiles {
+  std::string train_inputs, train_targets, test_inputs, test_targets;
+};
+
+struct ScriptTrainConfig {
+  std::string model;  // the TorchScript file
+  ArrayFiles data;
+  std::string optimizer = "adamw";  // "adamw", "adam" or "sgd" (with momentum)
+  double lr = 1e-3;
+  double momentum = 0.9;
+  double weight_decay = 0;
+  int batch = 64;
+  int epochs = 1;
+  int eval_batch = 1000;
+  uint64_t seed = 1;
+  size_t train_limit = 0, test_limit = 0;  // first N rows (0: all)
+  int threads = 1;
+};
+
+struct ScriptTrainOutcome {
+  std::vector<EpochMetrics> epochs;  // accuracy on training batches is -1 (not measured)
+  ScriptReport report;
+  std::string model;      // the trained module (TorchScript, as torch.jit.load reads it)
+  std::string trainable;  // its trainable parameters alone (safetensors, F32)
+  bool diverged = false;  // as TrainOutcome's
+};
+
+// InvalidArgument naming what the module lacks, or why it cannot be read.
+Result<ScriptReport> InspectScript(const std::string& model_path);
+
+// InvalidArgument naming the fault: the contract, the data (shapes that
+// disagree, unreadable files), or the module's own error with its message.
+Result<ScriptTrainOutcome> TrainScript(const ScriptTrainConfig& config);
+
+}  // namespace claw::ml
