@@ -22,6 +22,18 @@ using nlohmann::json;
 constexpr const char* kInside = "/opt/claw";        // where the binary and library appear
 constexpr uint64_t kMaxResultBytes = 4 << 20;       // result.json
 
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kAddressSanitizer = true;
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+
 Result<std::string> ReadSmall(const fs::path& p, uint64_t most) {
   std::error_code ec;
   auto st = fs::symlink_status(p, ec);
@@ -69,6 +81,7 @@ Result<MlSandboxOutput> RunMlSandboxed(const MlSandboxRun& run, const RunContext
   }
   SandboxLimits limits = run.limits;
   limits.uid = ctx.sandbox_uid;
+  limits.limit_address_space = !kAddressSanitizer;  // the runner is this same binary
   limits.read_only.emplace_back(exe.string(), std::string(kInside) + "/claw");
   limits.read_only.emplace_back(fs::absolute(*lib, ec).string(), std::string(kInside) + "/libclaw_ml.so");
   auto r = RunSandboxed({std::string(kInside) + "/claw", "__ml-run"}, scratch.string(), limits, ctx.group);

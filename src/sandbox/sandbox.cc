@@ -355,7 +355,7 @@ Result<SandboxResult> RunSandboxed(const std::vector<std::string>& argv,
     // usually stops the task first).
     rlimit cpu{limits.cpu_seconds, limits.cpu_seconds + 1};
     setrlimit(RLIMIT_CPU, &cpu);
-    SetLimit(RLIMIT_AS, limits.memory_bytes);
+    if (limits.limit_address_space) SetLimit(RLIMIT_AS, limits.memory_bytes);
     SetLimit(RLIMIT_FSIZE, limits.file_bytes);
     SetLimit(RLIMIT_CORE, 0);
     // Descriptors: enough for any batch command, few enough that the disk

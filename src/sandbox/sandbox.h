@@ -67,6 +67,11 @@ struct SandboxLimits {
   // An agent running as root runs the sandbox as this uid (its slot's,
   // SandboxUidBlock); 0: one derived from this process's pid.
   uid_t uid = 0;
+  // Whether each process's address space is bound too (RLIMIT_AS at
+  // memory_bytes). Off only for a program built with AddressSanitizer,
+  // whose shadow memory reserves terabytes of address space: its memory is
+  // then bound by the cgroup alone, where there is one.
+  bool limit_address_space = true;
   // Host files or directories the command may read, each at a path of its
   // own inside (host path, path inside; Linux only): e.g. the claw binary
   // and its ML library, for the sandboxed ML runner (apps/ml_sandbox.h).

@@ -127,12 +127,17 @@ TEST_F(UserModels, BadModelsAndDataFailTheirJobNamingWhyAndTheAgentKeepsWorking)
     std::string model, data, error;
     std::vector<std::string> extra;
   };
-  for (const Case& c : std::vector<Case>{
-           {"throws.pt", "data", "model: training_step failed: ", {}},
-           {"mlp.pt", "short", "train_inputs has 2000 rows, train_targets 1999", {}},
-           {"escape.pt", "data", "model: training_step failed: ", {}},
-           {"hog.pt", "data", "can't allocate memory", {"-p", "memory_mb=1024"}},
-       }) {
+  std::vector<Case> cases = {
+      {"throws.pt", "data", "model: training_step failed: builtins.RuntimeError: this model refuses to train", {}},
+      {"mlp.pt", "short", "train_inputs has 2000 rows, train_targets 1999", {}},
+      {"escape.pt", "data", "model: training_step failed: ", {}},
+  };
+#if !defined(__SANITIZE_ADDRESS__)
+  // Under AddressSanitizer the runner's address space is not bounded (its
+  // shadow memory needs terabytes), so only a cgroup would stop this one.
+  cases.push_back({"hog.pt", "data", "can't allocate memory", {"-p", "memory_mb=1024"}});
+#endif
+  for (const Case& c : cases) {
     SCOPED_TRACE(c.model + " on " + c.data);
     std::string job = Submit(c.model, c.data, c.extra);
     v1::JobInfo end = WaitForJobEnd(client, job, seconds(180));

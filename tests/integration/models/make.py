@@ -1,7 +1,7 @@
 """Models and data for the user-model tests (tests/integration/script_test.cc),
 made with Debian's PyTorch and numpy into the directory given:
 
-  mlp.pt        an MLP on 28x28 uint8 images, the whole contract
+  mlp.pt        the README's example (examples/models/mlp.py), the contract
   frozen.pt     the same with its first layer frozen (requires_grad False)
   no_step.pt    no training_step
   throws.pt     a training_step that raises
@@ -13,7 +13,6 @@ made with Debian's PyTorch and numpy into the directory given:
 
     /usr/bin/python3 make.py OUT_DIR FASHION_MNIST_DIR ESCAPE_TARGET
 """
-import gzip
 import os
 import sys
 from typing import Tuple
@@ -23,42 +22,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../examples/models"))
+from mlp import Mlp, write_data  # noqa: E402  the README's example model
+
 out, fashion, escape_target = sys.argv[1], sys.argv[2], sys.argv[3]
-os.makedirs(f"{out}/data", exist_ok=True)
+write_data(out, fashion, train_rows=2000, test_rows=500)
 os.makedirs(f"{out}/short", exist_ok=True)
-
-
-def idx(name, offset):
-    return np.frombuffer(gzip.open(f"{fashion}/{name}").read(), dtype=np.uint8, offset=offset)
-
-
-x = idx("train-images-idx3-ubyte.gz", 16).reshape(-1, 28, 28)[:2000]
-y = idx("train-labels-idx1-ubyte.gz", 8)[:2000].astype(np.int64)
-np.save(f"{out}/data/train_inputs.npy", x)
-np.save(f"{out}/data/train_targets.npy", y)
-np.save(f"{out}/data/test_inputs.npy", idx("t10k-images-idx3-ubyte.gz", 16).reshape(-1, 28, 28)[:500])
-np.save(f"{out}/data/test_targets.npy", idx("t10k-labels-idx1-ubyte.gz", 8)[:500].astype(np.int64))
-np.save(f"{out}/short/train_inputs.npy", x)
-np.save(f"{out}/short/train_targets.npy", y[:-1])
-
-
-class Mlp(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(784, 64)
-        self.fc2 = nn.Linear(64, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(F.relu(self.fc1(x.float().flatten(1) / 255.0)))
-
-    @torch.jit.export
-    def training_step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(self.forward(x), y)
-
-    @torch.jit.export
-    def eval_step(self, x: torch.Tensor, y: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        out = self.forward(x)
-        return F.cross_entropy(out, y, reduction="sum"), (out.argmax(1) == y).sum(), torch.tensor(y.shape[0])
+np.save(f"{out}/short/train_inputs.npy", np.load(f"{out}/data/train_inputs.npy"))
+np.save(f"{out}/short/train_targets.npy", np.load(f"{out}/data/train_targets.npy")[:-1])
 
 
 class NoStep(nn.Module):
