@@ -28,6 +28,13 @@
 #include "protocol/signing.h"
 
 namespace claw {
+namespace {
+
+// How long a blob transfer is retried while the coordinator is out of reach
+// (longer than a coordinator takes to restart; a lease lasts longer still).
+constexpr auto kTransferRetryWindow = std::chrono::minutes(5);
+
+}  // namespace
 
 // A report waiting for the coordinator's acknowledgement.
 struct Agent::Report {
@@ -152,8 +159,31 @@ void Agent::Stop() {
 void Agent::TransferLoop() {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(4 << 20);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   BlobClient client(grpc::CreateCustomChannel(options_.coordinator, Credentials(), args),
                     AgentBlobAuth(identity_.agent_id, identity_.secret_key, clock_), &stop_);
+  // A transfer that failed because the coordinator was out of reach (it is
+  // restarting, the link dropped) is tried again with backoff for a while:
+  // a finished task's output is not lost to a coordinator restart, and its
+  // lease, recovered by the restarted coordinator, still takes the report.
+  // Errors that name the blob (refused, wrong hash) are final at once.
+  auto retrying = [this](std::string_view what, const auto& transfer) {
+    Duration backoff = options_.backoff_initial;
+    const auto give_up = std::chrono::steady_clock::now() + kTransferRetryWindow;
+    for (;;) {
+      Status st = transfer();
+      if (st.ok() || st.code() != StatusCode::kUnavailable || stop_ ||
+          std::chrono::steady_clock::now() >= give_up) {
+        return st;
+      }
+      log_->warn("{} failed: {}; retrying in {} ms", what, EscapeControl(st.message()),
+                 backoff.count() / 1000);
+      MutexLock lock(mu_);
+      transfer_cv_.wait_for(lock, backoff, [this] { return stop_.load(); });
+      backoff = std::min(backoff * 2, options_.backoff_max);
+    }
+  };
   for (;;) {
     Transfer t;
     {
@@ -168,7 +198,8 @@ void Agent::TransferLoop() {
       TaskOutcome& o = *t.outcome;
       for (const std::string& h : t.app->OutputBlobs(o.output)) {
         const Time start = clock_->Now();
-        Status st = client.Upload(h, *blobs_);
+        Status st = retrying("upload of " + h.substr(0, 12),
+                             [&] { return client.Upload(h, *blobs_); });
         log_->debug("upload lease={} blob={} ms={} ok={}", o.lease_id, h.substr(0, 12),
                     (clock_->Now() - start).count() / 1000, st.ok());
         if (!st.ok()) {
@@ -191,7 +222,7 @@ void Agent::TransferLoop() {
       for (const std::string& h :
            app ? app->BlobsToFetch(task.params(), *blobs_) : std::vector<std::string>{}) {
         const Time start = clock_->Now();
-        st = client.Fetch(h, *blobs_);
+        st = retrying("fetch of " + h.substr(0, 12), [&] { return client.Fetch(h, *blobs_); });
         log_->debug("fetch lease={} blob={} ms={} ok={}", task.lease_id(), h.substr(0, 12),
                     (clock_->Now() - start).count() / 1000, st.ok());
         if (!st.ok()) break;

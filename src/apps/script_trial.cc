@@ -58,14 +58,8 @@ Result<json> CheckScriptTrial(const json& params, const std::string& prefix) {
     return InvalidArgument(prefix + ".data: test_inputs and test_targets go together");
   }
   out["data"] = *data;
-  Status bad = Status::Ok();
-  auto put = [&](const char* key, auto value) {
-    if (!value.ok()) {
-      if (bad.ok()) bad = value.status();
-      return;
-    }
-    out[key] = *value;
-  };
+  // Each field read with its default; the first error is the answer.
+  FieldsInto put(out);
   put("lr", f.Number("lr", 1e-9, 10, 1e-3));
   put("batch", f.Integer("batch", 1, 65536, 64));
   put("epochs", f.Integer("epochs", 1, 1000, 1));
@@ -79,7 +73,7 @@ Result<json> CheckScriptTrial(const json& params, const std::string& prefix) {
   put("eval_batch", f.Integer("eval_batch", 1, 1 << 20, 1000));
   put("memory_mb", f.Integer("memory_mb", 256, 1 << 20, 4096));
   put("timeout_s", f.Integer("timeout_s", 1, 7 * 86400, 3600));
-  CLAW_RETURN_IF_ERROR(bad);
+  CLAW_RETURN_IF_ERROR(put.status());
   if (params.contains("save_model")) {
     if (!params["save_model"].is_boolean()) return InvalidArgument(prefix + ".save_model: true or false");
     out["save_model"] = params["save_model"];

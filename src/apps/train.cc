@@ -51,14 +51,7 @@ Result<json> TrainApp::CheckTrial(const json& params, const std::string& prefix)
   }
   out["dataset"] = *dataset;
   // Each field read with its default; the first error is the answer.
-  Status bad = Status::Ok();
-  auto put = [&](const char* key, auto value) {
-    if (!value.ok()) {
-      if (bad.ok()) bad = value.status();
-      return;
-    }
-    out[key] = *value;
-  };
+  FieldsInto put(out);
   put("model", f.OneOf("model", {"cnn", "mlp"}, "cnn"));
   put("width", f.Integer("width", 1, 1024, 32));
   put("layers", f.Integer("layers", 1, 8, 2));
@@ -73,7 +66,7 @@ Result<json> TrainApp::CheckTrial(const json& params, const std::string& prefix)
   put("train_limit", f.Integer("train_limit", 0, 60000, 0));
   put("test_limit", f.Integer("test_limit", 0, 10000, 0));
   put("threads", f.Integer("threads", 1, 256, 1));
-  CLAW_RETURN_IF_ERROR(bad);
+  CLAW_RETURN_IF_ERROR(put.status());
   if (params.contains("resume")) {
     if (!params["resume"].is_string() || !IsBlobHash(params["resume"].get_ref<const std::string&>())) {
       return InvalidArgument(prefix + ".resume: must be a checkpoint blob's SHA-256");

@@ -40,6 +40,28 @@ class FieldReader {
   std::string prefix_;
 };
 
+// Fields read with their defaults into an object, the first error kept:
+//   FieldsInto put(out);
+//   put("lr", reader.Number("lr", 1e-7, 10, 0.01)); ...
+//   CLAW_RETURN_IF_ERROR(put.status());
+class FieldsInto {
+ public:
+  explicit FieldsInto(nlohmann::json& out) : out_(out) {}
+  template <typename T>
+  void operator()(const char* key, Result<T> value) {
+    if (!value.ok()) {
+      if (first_error_.ok()) first_error_ = value.status();
+      return;
+    }
+    out_[key] = *value;
+  }
+  const Status& status() const { return first_error_; }
+
+ private:
+  nlohmann::json& out_;
+  Status first_error_ = Status::Ok();
+};
+
 // Why `text` is not valid JSON, naming where: "<prefix>.<path>: <what>" for
 // an error inside a value of an object (e.g. a number too large for a
 // double: "spec.params.paths: the number 1e999999 is out of range"), else

@@ -2,6 +2,7 @@
 #include <sqlite3.h>
 
 #include "harness.h"
+#include "tests/requirements.h"
 
 namespace claw::testing {
 namespace {
@@ -61,6 +62,41 @@ TEST_F(Durability, CoordinatorKilledMidJobRecoversWithIdenticalResult) {
   EXPECT_EQ(results->result_json(), reference);
   EXPECT_EQ(nlohmann::json::parse(results->result_json())["paths"].get<uint64_t>(), 40'000'000u);
   EXPECT_EQ(CountDoneTasks(data() + "/claw.db", *id), 2000);
+}
+
+// A coordinator killed while an agent uploads a task's output: the agent
+// retries the upload until the coordinator is back, and the task is done,
+// not failed (once, "coordinator unreachable" was reported as the task's
+// failure; three such failures failed a training job whose coordinator was
+// restarted). One attempt allowed, so a failed upload would fail the job.
+TEST_F(Durability, AnUploadCutByACoordinatorRestartIsRetried) {
+  CLAW_REQUIRE(NeedSandbox());
+  StartCoordinator();
+  StartAgent(1);
+  Client client(target(), seconds(5));
+  auto id = client.Submit(
+      R"({"app":"exec","replication":1,"max_attempts":1,"params":{)"
+      R"("command":["sh","-c","mkdir out; head -c 300000000 /dev/urandom > out/x.bin"],)"
+      R"("outputs":["out/*.bin"],"timeout_s":120}})");
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  // The upload is under way once the coordinator's blob store holds a
+  // partial file; the coordinator is frozen there, then killed.
+  const std::filesystem::path partial = std::filesystem::path(data()) / "blobs" / "tmp";
+  ASSERT_TRUE(WaitFor([&] {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(partial, ec)) {
+      if (e.file_size(ec) > 0) return true;
+    }
+    return false;
+  }, seconds(60), std::chrono::milliseconds(1)));
+  kill(coordinator_->pid(), SIGSTOP);
+  coordinator_->Kill(SIGKILL);
+  std::this_thread::sleep_for(seconds(1));
+  StartCoordinator();
+  v1::JobInfo end = WaitForJobEnd(client, *id, seconds(120));
+  ASSERT_EQ(end.state(), "done") << end.error() << "\nagent:\n" << agents_[0]->Tail(20);
+  EXPECT_EQ(end.tasks_failed(), 0u);
+  EXPECT_NE(agents_[0]->Tail(50).find("upload of"), std::string::npos) << agents_[0]->Tail(50);
 }
 
 TEST_F(Durability, AgentKilledMidJobHasItsTasksReissued) {

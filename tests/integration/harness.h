@@ -62,11 +62,12 @@ inline std::string ReferenceResult(const std::string& spec_json) {
   return app->Merge(planned->spec, views)->dump();
 }
 
-inline bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds limit) {
+inline bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds limit,
+                    std::chrono::milliseconds every = std::chrono::milliseconds(20)) {
   auto end = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < end) {
     if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(every);
   }
   return cond();
 }

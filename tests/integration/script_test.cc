@@ -17,6 +17,17 @@ namespace fs = std::filesystem;
 
 class UserModels : public Network {
  protected:
+  // What both tests need: the pieces, the models and data, a coordinator and
+  // one agent.
+  void Ready() {
+    CLAW_REQUIRE(NeedFashionMnist());
+    CLAW_REQUIRE(NeedMlBuild());
+    CLAW_REQUIRE(NeedSandbox());
+    CLAW_REQUIRE(NeedPythonTorch());
+    Make();
+    StartCoordinator();
+    StartAgent();
+  }
   // The models and data of tests/integration/models/make.py, in models_.
   void Make() {
     models_ = dir_ / "models";
@@ -42,13 +53,8 @@ class UserModels : public Network {
 };
 
 TEST_F(UserModels, AScriptModelTrainsOnNpyArraysAndComesBackWithItsTrainableParameters) {
-  CLAW_REQUIRE(NeedFashionMnist());
-  CLAW_REQUIRE(NeedMlBuild());
-  CLAW_REQUIRE(NeedSandbox());
-  CLAW_REQUIRE(NeedPythonTorch());
-  Make();
-  StartCoordinator();
-  StartAgent();
+  Ready();
+  if (HasFatalFailure() || IsSkipped()) return;
   Client client(target(), seconds(5));
   // The whole model trains; a second job with the first layer frozen trains
   // only the rest.
@@ -106,13 +112,8 @@ print(' '.join(names), same, moved)
 }
 
 TEST_F(UserModels, BadModelsAndDataFailTheirJobNamingWhyAndTheAgentKeepsWorking) {
-  CLAW_REQUIRE(NeedFashionMnist());
-  CLAW_REQUIRE(NeedMlBuild());
-  CLAW_REQUIRE(NeedSandbox());
-  CLAW_REQUIRE(NeedPythonTorch());
-  Make();
-  StartCoordinator();
-  StartAgent();
+  Ready();
+  if (HasFatalFailure() || IsSkipped()) return;
   Client client(target(), seconds(5));
 
   // Refused at submission, by the CLI, before anything is uploaded.
