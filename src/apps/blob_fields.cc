@@ -27,8 +27,11 @@ std::vector<std::string> BlobHashesIn(const nlohmann::json& object) {
 }
 
 std::vector<std::string> OutputFileBlobs(std::string_view task_output) {
+  return OutputFileBlobs(nlohmann::json::parse(task_output, nullptr, false));
+}
+
+std::vector<std::string> OutputFileBlobs(const nlohmann::json& o) {
   std::vector<std::string> out;
-  auto o = nlohmann::json::parse(task_output, nullptr, false);
   if (!o.is_object() || !o.contains("files") || !o["files"].is_array()) return out;
   for (const auto& f : o["files"]) {
     if (f.is_object() && f.contains("sha256") && f["sha256"].is_string() &&

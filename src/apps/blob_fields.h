@@ -14,5 +14,6 @@ namespace claw {
 std::vector<std::string> BlobHashesIn(const nlohmann::json& object);
 // The blobs a task output lists as {"files": [{"path", "sha256", "size"}]}.
 std::vector<std::string> OutputFileBlobs(std::string_view task_output);
+std::vector<std::string> OutputFileBlobs(const nlohmann::json& task_output);
 
 }  // namespace claw

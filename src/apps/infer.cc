@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "apps/blob_fields.h"
+#include "apps/script_infer.h"
 #include "common/blobs.h"
 #include "core/json_fields.h"
 #include "ml/api.h"
@@ -49,6 +51,7 @@ Result<Inputs> ReadInputs(const json& p, const std::string& prefix) {
 }  // namespace
 
 Result<std::vector<TaskSpec>> InferApp::Plan(const JobSpec& spec) const {
+  if (IsScriptInfer(spec.params)) return PlanScriptInfer(spec, kMaxShards);
   FieldReader f(spec.params, "params");
   CLAW_RETURN_IF_ERROR(f.NoUnknownFields({"model", "dataset", "split", "shards", "threads"}));
   auto in = ReadInputs(spec.params, "params");
@@ -68,6 +71,7 @@ Result<std::vector<TaskSpec>> InferApp::Plan(const JobSpec& spec) const {
 
 Result<std::string> InferApp::Run(std::string_view task_params, const RunContext& ctx) const {
   json p = json::parse(task_params, nullptr, false);
+  if (IsScriptInfer(p)) return RunScriptInfer(p, ctx);
   if (!p.is_object() || !p.contains("model") || !p.contains("images")) {
     return InvalidArgument("infer task: malformed parameters");
   }
@@ -103,7 +107,13 @@ Result<std::string> InferApp::Run(std::string_view task_params, const RunContext
   return out.dump();
 }
 
-Result<json> InferApp::Merge(const JobSpec&, const std::vector<std::string_view>& outputs) const {
+Result<json> InferApp::Merge(const JobSpec& spec, const std::vector<std::string_view>& outputs) const {
+  if (IsScriptInfer(spec.params)) {
+    std::vector<json> parsed;
+    parsed.reserve(outputs.size());
+    for (std::string_view o : outputs) parsed.push_back(json::parse(o, nullptr, false));
+    return MergeScriptInfer(parsed);
+  }
   std::string predictions;
   int64_t correct = 0;
   bool labelled = true;
@@ -129,6 +139,9 @@ Result<json> InferApp::Merge(const JobSpec&, const std::vector<std::string_view>
 
 bool InferApp::Equivalent(std::string_view, std::string_view a, std::string_view b) const {
   json x = json::parse(a, nullptr, false), y = json::parse(b, nullptr, false);
+  if (x.is_object() && y.is_object() && x.contains("files") && y.contains("files")) {
+    return ScriptInferAgree(x, y, kAgreement);
+  }
   if (!x.is_object() || !y.is_object() || !x.contains("predictions") || !y.contains("predictions") ||
       x.value("begin", -1) != y.value("begin", -1) || x.value("end", -1) != y.value("end", -1)) {
     return a == b;
@@ -145,6 +158,7 @@ bool InferApp::Equivalent(std::string_view, std::string_view a, std::string_view
 Status InferApp::Runnable() const { return ml::FindMl().status(); }
 
 std::vector<std::string> InferApp::SpecInputBlobs(const JobSpec& spec) const {
+  if (IsScriptInfer(spec.params)) return ScriptInferBlobs(spec.params);
   auto in = ReadInputs(spec.params, "params");
   if (!in.ok()) return {};
   std::vector<std::string> out = {in->model, in->images};
@@ -154,6 +168,7 @@ std::vector<std::string> InferApp::SpecInputBlobs(const JobSpec& spec) const {
 
 std::vector<std::string> InferApp::TaskInputBlobs(std::string_view task_params) const {
   json p = json::parse(task_params, nullptr, false);
+  if (IsScriptInfer(p)) return ScriptInferBlobs(p);
   std::vector<std::string> out;
   if (!p.is_object()) return out;
   for (const char* key : {"model", "images", "labels"}) {
@@ -162,6 +177,16 @@ std::vector<std::string> InferApp::TaskInputBlobs(std::string_view task_params) 
     }
   }
   return out;
+}
+
+std::vector<std::string> InferApp::OutputBlobs(std::string_view task_output) const {
+  return OutputFileBlobs(task_output);  // a script model's predictions
+}
+
+std::vector<std::string> InferApp::Needs(const JobSpec& spec) const {
+  // A user's module runs only in the sandbox: agents without one get none.
+  if (IsScriptInfer(spec.params)) return {"infer", "exec"};
+  return {"infer"};
 }
 
 }  // namespace claw

@@ -38,6 +38,8 @@ class InferApp final : public App {
   Status Runnable() const override;
   std::vector<std::string> SpecInputBlobs(const JobSpec& spec) const override;
   std::vector<std::string> TaskInputBlobs(std::string_view task_params) const override;
+  std::vector<std::string> OutputBlobs(std::string_view task_output) const override;
+  std::vector<std::string> Needs(const JobSpec& spec) const override;
 };
 
 }  // namespace claw

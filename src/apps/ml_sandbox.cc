@@ -137,9 +137,31 @@ Result<json> RunRequest(const json& q) {
                   {"trainable", r->trainable},
                   {"trainable_names", r->trainable_names}}}};
   }
+  if (op == "predict") {
+    ml::ScriptPredictConfig c;
+    c.model = q.value("model", "");
+    c.trainable_from = q.value("trainable_from", "");
+    c.inputs = q.value("inputs", "");
+    c.targets = q.value("targets", "");
+    c.begin = q.value("begin", size_t{0});
+    c.end = q.value("end", size_t{0});
+    c.batch = q.value("batch", c.batch);
+    c.threads = q.value("threads", c.threads);
+    auto r = (*lib)->predict_script(c);
+    if (!r.ok()) return r.status();
+    json out = {{"begin", r->begin}, {"end", r->end}, {"classes", r->classes}, {"seconds", r->seconds}};
+    if (r->accuracy >= 0) {
+      out["loss"] = Finite(r->loss);
+      out["accuracy"] = r->accuracy;
+    }
+    std::ofstream("out/predictions.npy", std::ios::binary) << r->outputs_npy;
+    return out;
+  }
   if (op != "train") return InvalidArgument("ML runner: unknown op " + op.substr(0, 32));
   ml::ScriptTrainConfig c;
   c.model = q.value("model", "");
+  c.trainable_from = q.value("trainable_from", "");
+  c.state_from = q.value("state_from", "");
   const json& d = q.value("data", json::object());
   c.data = {d.value("train_inputs", ""), d.value("train_targets", ""), d.value("test_inputs", ""),
             d.value("test_targets", "")};
@@ -157,6 +179,7 @@ Result<json> RunRequest(const json& q) {
   auto r = (*lib)->train_script(c);
   if (!r.ok()) return r.status();
   json out = {{"epochs", json::array()},
+              {"first_epoch", r->first_epoch},
               {"parameters", r->report.parameters},
               {"trainable_parameters", r->report.trainable},
               {"diverged", r->diverged}};
@@ -168,8 +191,8 @@ Result<json> RunRequest(const json& q) {
                              {"seconds", m.seconds}});
   }
   if (!r->diverged) {
-    std::ofstream(q.value("out_model", "out/model.pt"), std::ios::binary) << r->model;
-    std::ofstream(q.value("out_trainable", "out/trainable.safetensors"), std::ios::binary) << r->trainable;
+    std::ofstream("out/trainable.safetensors", std::ios::binary) << r->trainable;
+    std::ofstream("out/state.pt", std::ios::binary) << r->state;
   }
   return out;
 }

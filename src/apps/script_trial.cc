@@ -19,17 +19,16 @@ bool IsScriptTrial(const json& params) { return params.is_object() && params.con
 Result<json> CheckScriptTrial(const json& params, const std::string& prefix) {
   if (!params.is_object()) return InvalidArgument(prefix + ": must be an object");
   FieldReader f(params, prefix);
-  for (const char* builtin : {"model", "width", "layers", "dropout", "dataset", "resume"}) {
+  for (const char* builtin : {"model", "width", "layers", "dropout", "dataset"}) {
     if (params.contains(builtin)) {
       return InvalidArgument(prefix + "." + builtin + ": not for a script model (" + prefix +
-                             ".script names the model" +
-                             (std::string(builtin) == "resume" ? "; script models do not resume yet)" : ")"));
+                             ".script names the model)");
     }
   }
   CLAW_RETURN_IF_ERROR(f.NoUnknownFields({"script", "data", "lr", "batch", "epochs", "optimizer",
                                           "momentum", "weight_decay", "seed", "train_limit",
                                           "test_limit", "threads", "eval_batch", "memory_mb",
-                                          "timeout_s", "save_model"}));
+                                          "timeout_s", "save_model", "trainable", "resume"}));
   json out = json::object();
   if (!params["script"].is_string() || !IsBlobHash(params["script"].get_ref<const std::string&>())) {
     return InvalidArgument(prefix + ".script: must be the TorchScript file's blob SHA-256 "
@@ -78,6 +77,29 @@ Result<json> CheckScriptTrial(const json& params, const std::string& prefix) {
     if (!params["save_model"].is_boolean()) return InvalidArgument(prefix + ".save_model: true or false");
     out["save_model"] = params["save_model"];
   }
+  if (params.contains("trainable")) {  // start from trained parameters
+    const json& t = params["trainable"];
+    if (!t.is_string() || !IsBlobHash(t.get_ref<const std::string&>())) {
+      return InvalidArgument(prefix + ".trainable: must be a trainable.safetensors blob's SHA-256");
+    }
+    out["trainable"] = t;
+  }
+  if (params.contains("resume")) {  // a trial's "resume" output: go on from there
+    const json& r = params["resume"];
+    if (!r.is_object() || r.size() != 2 || !r.contains("trainable") || !r.contains("state")) {
+      return InvalidArgument(prefix + ".resume: {\"trainable\", \"state\"} as a finished trial "
+                             "gives them");
+    }
+    for (const auto& [key, hash] : r.items()) {
+      if (!hash.is_string() || !IsBlobHash(hash.get_ref<const std::string&>())) {
+        return InvalidArgument(prefix + ".resume." + key + ": must be a blob's SHA-256");
+      }
+    }
+    if (params.contains("trainable")) {
+      return InvalidArgument(prefix + ".trainable: not with resume (which names the parameters)");
+    }
+    out["resume"] = r;
+  }
   return out;
 }
 
@@ -90,12 +112,21 @@ Result<std::string> RunScriptTrial(const json& t, const RunContext& ctx) {
     data[key] = "data/" + key + ".npy";
   }
   run.request = {{"op", "train"}, {"model", "model.pt"}, {"data", data}};
+  if (t.contains("resume")) {
+    run.inputs["resume/trainable.safetensors"] = t["resume"]["trainable"].get<std::string>();
+    run.inputs["resume/state.pt"] = t["resume"]["state"].get<std::string>();
+    run.request["trainable_from"] = "resume/trainable.safetensors";
+    run.request["state_from"] = "resume/state.pt";
+  } else if (t.contains("trainable")) {
+    run.inputs["start/trainable.safetensors"] = t["trainable"].get<std::string>();
+    run.request["trainable_from"] = "start/trainable.safetensors";
+  }
   for (const char* key : {"optimizer", "lr", "momentum", "weight_decay", "batch", "epochs", "eval_batch",
                           "seed", "train_limit", "test_limit", "threads"}) {
     run.request[key] = t[key];
   }
   const bool save = t.value("save_model", true);
-  if (save) run.outputs = {"out/model.pt", "out/trainable.safetensors"};
+  if (save) run.outputs = {"out/trainable.safetensors", "out/state.pt"};
   auto capped = [](uint64_t asked, uint64_t cap) { return cap == 0 ? asked : std::min(asked, cap); };
   const uint64_t timeout_s = t["timeout_s"].get<uint64_t>();
   run.limits.wall_time = std::chrono::seconds(timeout_s);
@@ -111,7 +142,7 @@ Result<std::string> RunScriptTrial(const json& t, const RunContext& ctx) {
               {"epochs", res.value("epochs", json::array())},
               {"parameters", res.value("parameters", 0)},
               {"trainable_parameters", res.value("trainable_parameters", 0)},
-              {"first_epoch", 1}};
+              {"first_epoch", res.value("first_epoch", 1)}};
   if (!out["epochs"].is_array() || out["epochs"].empty()) {
     return InvalidArgument("the ML runner returned no epochs");
   }
@@ -122,10 +153,18 @@ Result<std::string> RunScriptTrial(const json& t, const RunContext& ctx) {
   }
   out["final"] = out["epochs"].back();
   if (save) {
-    out["files"] = json::array();
-    for (const auto& [path, file] : r->files) {
-      out["files"].push_back({{"path", path.substr(4)}, {"sha256", file["sha256"]}, {"size", file["size"]}});
+    // files: what a user downloads (the trained parameters; with the module
+    // they were trained from, the model); resume: what a later rung of a
+    // sweep goes on from.
+    auto trainable = r->files.find("out/trainable.safetensors");
+    auto state = r->files.find("out/state.pt");
+    if (trainable == r->files.end() || state == r->files.end()) {
+      return InvalidArgument("the ML runner saved no trained parameters");
     }
+    out["files"] = json::array({{{"path", "trainable.safetensors"},
+                                 {"sha256", trainable->second["sha256"]},
+                                 {"size", trainable->second["size"]}}});
+    out["resume"] = {{"trainable", trainable->second["sha256"]}, {"state", state->second["sha256"]}};
   }
   return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
@@ -133,8 +172,13 @@ Result<std::string> RunScriptTrial(const json& t, const RunContext& ctx) {
 std::vector<std::string> ScriptTrialBlobs(const json& p) {
   if (!p.is_object()) return {};
   std::vector<std::string> out = p.contains("data") ? BlobHashesIn(p["data"]) : std::vector<std::string>{};
-  if (p.contains("script") && p["script"].is_string() && IsBlobHash(p["script"].get_ref<const std::string&>())) {
-    out.push_back(p["script"]);
+  for (const char* key : {"script", "trainable"}) {
+    if (p.contains(key) && p[key].is_string() && IsBlobHash(p[key].get_ref<const std::string&>())) {
+      out.push_back(p[key]);
+    }
+  }
+  if (p.contains("resume")) {
+    for (const std::string& h : BlobHashesIn(p["resume"])) out.push_back(h);
   }
   return out;
 }

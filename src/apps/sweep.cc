@@ -248,7 +248,15 @@ Result<json> SweepApp::Merge(const JobSpec& spec, const std::vector<std::string_
 }
 
 std::vector<std::string> SweepApp::Needs(const JobSpec& spec) const {
-  return {"sweep", spec.params.is_object() ? spec.params.value("app", "train") : "train"};
+  std::string name = spec.params.is_object() ? spec.params.value("app", "train") : "train";
+  const App* inner = Inner(name);
+  if (!inner || inner == this) return {"sweep", name};
+  JobSpec trial;  // what a trial needs, by the base every trial shares
+  trial.app = name;
+  trial.params = spec.params.is_object() ? spec.params.value("base", json::object()) : json::object();
+  std::vector<std::string> out = inner->Needs(trial);
+  out.insert(out.begin(), "sweep");
+  return out;
 }
 
 bool SweepApp::Grows(const JobSpec& spec) const {
@@ -270,7 +278,7 @@ std::vector<TaskSpec> SweepApp::Expand(const JobSpec& spec, const std::vector<Ta
     double key;  // smaller is better
     int64_t trial;
     json task;   // its params
-    std::string checkpoint;
+    json checkpoint;
   };
   std::vector<Finished> finished;
   std::set<int64_t> promoted;
@@ -284,7 +292,11 @@ std::vector<TaskSpec> SweepApp::Expand(const JobSpec& spec, const std::vector<Ta
     double m = MetricOf(o, metric);
     auto files = o.value("files", json::array());
     if (std::isnan(m) || files.empty()) continue;
-    finished.push_back({maximize ? -m : m, trial, std::move(p), files[0].value("sha256", "")});
+    // What the next rung goes on from: the trial's "resume" when it names
+    // one (a script trial's parameters and optimizer state), else its
+    // checkpoint, the first file.
+    json resume = o.contains("resume") ? o["resume"] : json(files[0].value("sha256", ""));
+    finished.push_back({maximize ? -m : m, trial, std::move(p), std::move(resume)});
   }
   std::sort(finished.begin(), finished.end(), [](const Finished& a, const Finished& b) {
     return std::tie(a.key, a.trial) < std::tie(b.key, b.trial);

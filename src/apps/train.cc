@@ -1,5 +1,6 @@
 #include "apps/train.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "apps/blob_fields.h"
@@ -203,7 +204,22 @@ std::vector<std::string> TrainApp::TrialBlobs(const json& p) {
 }
 
 std::vector<std::string> TrainApp::OutputBlobs(std::string_view task_output) const {
-  return OutputFileBlobs(task_output);
+  json o = json::parse(task_output, nullptr, false);
+  std::vector<std::string> out = OutputFileBlobs(o);
+  // A script trial's "resume" (its optimizer state) travels too: a sweep's
+  // next rung goes on from it.
+  if (o.is_object() && o.contains("resume")) {
+    for (std::string& h : BlobHashesIn(o["resume"])) out.push_back(std::move(h));
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+  }
+  return out;
+}
+
+std::vector<std::string> TrainApp::Needs(const JobSpec& spec) const {
+  // A user's module runs only in the sandbox: agents without one get none.
+  if (IsScriptTrial(spec.params)) return {"train", "exec"};
+  return {"train"};
 }
 
 }  // namespace claw

@@ -48,6 +48,7 @@ class TrainApp final : public App {
   std::vector<std::string> SpecInputBlobs(const JobSpec& spec) const override;
   std::vector<std::string> TaskInputBlobs(std::string_view task_params) const override;
   std::vector<std::string> OutputBlobs(std::string_view task_output) const override;
+  std::vector<std::string> Needs(const JobSpec& spec) const override;
 
   // Checks one trial's params (as in a train job's params) and fills in
   // defaults; InvalidArgument naming the field. `prefix` names the object

@@ -271,8 +271,8 @@ nlohmann::json UploadDataset(const Client& client, const std::string& dir) {
 // A user's TorchScript module, checked against the contract here (the
 // user's own file, on the user's machine: agents run it only sandboxed)
 // where the ML library is, then uploaded; its blob hash.
-std::string UploadScript(const Client& client, const std::string& file) {
-  if (auto lib = ml::LoadMl(); lib.ok()) {
+std::string UploadScript(const Client& client, const std::string& file, bool for_training) {
+  if (auto lib = for_training ? ml::LoadMl() : Result<const ml::MlApi*>(NotFound("")); lib.ok()) {
     auto report = (*lib)->inspect_script(file);
     if (!report.ok()) throw CLI::RuntimeError(Fail(InvalidArgument(file + ": " + report.status().message())));
     std::fprintf(stderr, "%s: %lld parameters, %lld trainable; training_step%s%s\n", file.c_str(),
@@ -286,21 +286,36 @@ std::string UploadScript(const Client& client, const std::string& file) {
 // Uploads the .npy files of an array dataset directory (train_inputs.npy,
 // train_targets.npy and, if there, test_inputs.npy and test_targets.npy);
 // {"train_inputs": "<sha256>", ...}.
-nlohmann::json UploadArrays(const Client& client, const std::string& dir) {
+// For infer, DIR's inputs.npy and targets.npy (or else its test_inputs.npy
+// and test_targets.npy) as {"inputs", "targets"}.
+nlohmann::json UploadArrays(const Client& client, const std::string& dir, bool infer) {
   std::vector<std::string> inputs;
-  for (const char* key : {"train_inputs", "train_targets", "test_inputs", "test_targets"}) {
-    std::string path = dir + "/" + key + ".npy";
-    if (std::filesystem::exists(path)) inputs.push_back(std::string(key) + "=" + path);
+  auto add = [&](const std::string& key, const std::string& name) {
+    std::string path = dir + "/" + name + ".npy";
+    if (std::filesystem::exists(path)) inputs.push_back(key + "=" + path);
+  };
+  if (infer) {
+    add("inputs", "inputs");
+    add("targets", "targets");
+    if (inputs.empty()) {
+      add("inputs", "test_inputs");
+      add("targets", "test_targets");
+    }
+  } else {
+    for (const char* key : {"train_inputs", "train_targets", "test_inputs", "test_targets"}) add(key, key);
   }
   if (inputs.empty()) {
-    throw CLI::RuntimeError(Fail(InvalidArgument("--data " + dir + ": no train_inputs.npy or "
-                                                 "train_targets.npy there")));
+    throw CLI::RuntimeError(Fail(InvalidArgument(
+        "--data " + dir + (infer ? ": no inputs.npy (or test_inputs.npy) there"
+                                 : ": no train_inputs.npy or train_targets.npy there"))));
   }
   return UploadInputs(client, inputs);
 }
 
-// The model blob of a finished train or sweep job's best trial.
-std::string BestModelOf(Client client, const std::string& job) {
+// The model of a finished train or sweep job's best trial, as infer's
+// params name it: {"model"} for a built-in model, {"script", "trainable"}
+// for a user's module (the file it was trained from, and what it learnt).
+nlohmann::json BestModelOf(Client client, const std::string& job) {
   auto r = client.Results(job);
   if (!r.ok()) throw CLI::RuntimeError(Fail(r.status()));
   auto result = nlohmann::json::parse(r->result_json(), nullptr, false);
@@ -308,7 +323,12 @@ std::string BestModelOf(Client client, const std::string& job) {
     const auto& trial = result["trials"][*best];
     if (trial.is_object() && trial.contains("files") && trial["files"].is_array() &&
         !trial["files"].empty() && trial["files"][0].is_object()) {
-      return trial["files"][0].value("sha256", "");
+      std::string file = trial["files"][0].value("sha256", "");
+      const auto& params = trial.value("params", nlohmann::json::object());
+      if (params.is_object() && params.contains("script")) {
+        return {{"script", params["script"]}, {"trainable", file}};
+      }
+      return {{"model", file}};
     }
   }
   throw CLI::RuntimeError(Fail(NotFound("job " + job + " has no best model (is it a finished "
@@ -355,13 +375,15 @@ void AddSubmit(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
                   "train: upload the Fashion-MNIST IDX files in this directory (e.g. "
                   "/usr/share/datasets/fashion-mnist) as params.dataset");
   cmd->add_option("--script", *script,
-                  "train: a TorchScript module file (docs/models.md), checked and uploaded as "
-                  "params.script");
+                  "train, infer: a TorchScript module file (docs/models.md), checked and "
+                  "uploaded as params.script");
   cmd->add_option("--data", *data,
                   "train with --script: upload DIR's train_inputs.npy, train_targets.npy, "
-                  "test_inputs.npy and test_targets.npy as params.data");
+                  "test_inputs.npy and test_targets.npy as params.data; infer: DIR's "
+                  "inputs.npy and targets.npy (else test_inputs.npy, test_targets.npy)");
   cmd->add_option("--model-of", *model_of,
-                  "infer: use the model of this train or sweep job's best trial");
+                  "infer: use the model of this train or sweep job's best trial (a script "
+                  "model: its module and trained parameters)");
   cmd->add_option("--output,-o", *outputs,
                   "exec: collect files matching this glob from each task (repeatable), e.g. "
                   "'*.png'; download them with claw results JOB --out DIR")
@@ -387,9 +409,10 @@ void AddSubmit(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
         // A sweep's trials take them from its base.
         nlohmann::json& into = j.value("app", "") == "sweep" ? j["params"]["base"] : j["params"];
         if (!dataset->empty()) into["dataset"] = UploadDataset(Connect(*target), *dataset);
-        if (!model_of->empty()) into["model"] = BestModelOf(Connect(*target), *model_of);
-        if (!script->empty()) into["script"] = UploadScript(Connect(*target), *script);
-        if (!data->empty()) into["data"] = UploadArrays(Connect(*target), *data);
+        const bool infer = j.value("app", "") == "infer";
+        if (!model_of->empty()) into.update(BestModelOf(Connect(*target), *model_of));
+        if (!script->empty()) into["script"] = UploadScript(Connect(*target), *script, !infer);
+        if (!data->empty()) into["data"] = UploadArrays(Connect(*target), *data, infer);
         spec = j.dump();
       }
     } else if (!app->empty()) {
@@ -422,9 +445,10 @@ void AddSubmit(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
         j["params"]["inputs"] = UploadInputs(Connect(*target), *inputs);
       }
       if (!dataset->empty()) j["params"]["dataset"] = UploadDataset(Connect(*target), *dataset);
-      if (!model_of->empty()) j["params"]["model"] = BestModelOf(Connect(*target), *model_of);
-      if (!script->empty()) j["params"]["script"] = UploadScript(Connect(*target), *script);
-      if (!data->empty()) j["params"]["data"] = UploadArrays(Connect(*target), *data);
+      const bool infer = *app == "infer";
+      if (!model_of->empty()) j["params"].update(BestModelOf(Connect(*target), *model_of));
+      if (!script->empty()) j["params"]["script"] = UploadScript(Connect(*target), *script, !infer);
+      if (!data->empty()) j["params"]["data"] = UploadArrays(Connect(*target), *data, infer);
       spec = j.dump();
     } else {
       throw CLI::RuntimeError(Fail(InvalidArgument("give a spec file or --app")));

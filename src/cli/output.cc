@@ -254,6 +254,24 @@ void PrintKnownResult(const v1::JobInfo& job, const nlohmann::json& r, bool csv)
                 p.size() > 60 ? "..." : "", timing.c_str());
     return;
   }
+  if (r.is_object() && r.contains("rows_per_second")) {  // infer with a script model
+    std::printf("%s: %llu rows predicted", job.job_id().c_str(),
+                static_cast<unsigned long long>(r.value("count", 0ULL)));
+    if (r.contains("accuracy")) {
+      std::printf(", accuracy %.4f, loss %.4f", r["accuracy"].get<double>(), r.value("loss", 0.0));
+    }
+    std::printf(", %.0f rows/s of task time\n", r.value("rows_per_second", 0.0));
+    if (r.contains("predictions") && r["predictions"].is_array()) {
+      std::string first;
+      for (size_t i = 0; i < r["predictions"].size() && i < 30; ++i) {
+        first += (i ? " " : "") + r["predictions"][i].dump();
+      }
+      std::printf("  classes: %s%s\n", OneLine(first).c_str(), r["predictions"].size() > 30 ? " ..." : "");
+    }
+    std::printf("  outputs: claw results %s --out DIR (predictions/shard-*.npy)\n%s",
+                job.job_id().c_str(), timing.c_str());
+    return;
+  }
   if (r.is_object() && r.contains("curve") && r["curve"].is_array()) {  // fedtrain
     PrintTraining(job, r, csv);
     return;

@@ -26,8 +26,9 @@ struct MlApi {
   // Users' TorchScript modules (script.h): only ever called in a sandbox.
   Result<ScriptReport> (*inspect_script)(const std::string& model_path);
   Result<ScriptTrainOutcome> (*train_script)(const ScriptTrainConfig& config);
+  Result<ScriptPredictions> (*predict_script)(const ScriptPredictConfig& config);
 };
-inline constexpr int kMlApiVersion = 3;
+inline constexpr int kMlApiVersion = 4;
 
 // The library's entry points. FailedPrecondition saying where it looked and
 // why it failed when it cannot be loaded (e.g. an agent without libtorch).

@@ -16,6 +16,7 @@ namespace claw::ml {
 namespace {
 
 constexpr const char* kContract = " (the contract: docs/models.md)";
+constexpr const char* kEpochsDone = "claw_epochs_done";  // in an optimizer state archive
 
 // The last line of a TorchScript error (its traceback comes first), short.
 std::string LastLine(const std::string& what) {
@@ -126,6 +127,38 @@ Status CheckContract(const ScriptReport& r, bool need_eval) {
   return Status::Ok();
 }
 
+// Replaces the module's trainable parameters with those of a safetensors
+// file (ScriptTrainOutcome::trainable): every one there, by name and shape,
+// and nothing else.
+Status LoadTrainable(torch::jit::Module& m, const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return InvalidArgument("trainable: cannot open " + path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  auto file = tensors::ParseSafetensors(ss.str());
+  if (!file.ok()) return InvalidArgument("trainable: " + file.status().message());
+  size_t used = 0;
+  torch::NoGradGuard no_grad;
+  for (const auto& p : m.named_parameters(true)) {
+    if (!p.value.requires_grad()) continue;
+    const tensors::Tensor* t = file->Find(p.name);
+    if (!t) return InvalidArgument("trainable: no tensor for the model's parameter " + p.name);
+    if (t->shape != p.value.sizes().vec()) {
+      return InvalidArgument("trainable." + p.name + ": its shape is not the model's");
+    }
+    auto values = tensors::ToFloats(*t);
+    if (!values.ok()) return InvalidArgument("trainable." + p.name + ": " + values.status().message());
+    p.value.copy_(torch::from_blob(values->data(), p.value.sizes(), torch::kFloat32));
+    ++used;
+  }
+  if (used != file->tensors.size()) {
+    return InvalidArgument("trainable: the file has " + std::to_string(file->tensors.size()) +
+                           " tensors, the model " + std::to_string(used) +
+                           " trainable parameters: another model's?");
+  }
+  return Status::Ok();
+}
+
 struct Eval {
   double loss = 0, accuracy = 0;
 };
@@ -211,6 +244,7 @@ Result<ScriptTrainOutcome> TrainScript(const ScriptTrainConfig& c) {
   for (const auto& p : m.parameters(true)) {
     if (p.requires_grad()) params.push_back(p);
   }
+  if (!c.trainable_from.empty()) CLAW_RETURN_IF_ERROR(LoadTrainable(m, c.trainable_from));
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   if (c.optimizer == "adamw") {
     optimizer = std::make_unique<torch::optim::AdamW>(params, torch::optim::AdamWOptions(c.lr).weight_decay(c.weight_decay));
@@ -220,10 +254,23 @@ Result<ScriptTrainOutcome> TrainScript(const ScriptTrainConfig& c) {
     optimizer = std::make_unique<torch::optim::SGD>(
         params, torch::optim::SGDOptions(c.lr).momentum(c.momentum).weight_decay(c.weight_decay));
   }
+  if (!c.state_from.empty()) {
+    try {
+      torch::serialize::InputArchive ar;
+      ar.load_from(c.state_from);
+      optimizer->load(ar);
+      torch::Tensor done;
+      ar.read(kEpochsDone, done);
+      out.first_epoch = static_cast<int>(done.item<int64_t>()) + 1;
+    } catch (const std::exception& e) {
+      return InvalidArgument("resume: the optimizer state is unreadable or another optimizer's (" +
+                             LastLine(e.what()) + ")");
+    }
+  }
   auto step = m.get_method("training_step");
   const int64_t n = train->inputs.size(0);
   m.train();
-  for (int epoch = 1; epoch <= c.epochs; ++epoch) {
+  for (int epoch = out.first_epoch; epoch <= c.epochs; ++epoch) {
     auto start = std::chrono::steady_clock::now();
     torch::manual_seed(c.seed * 1'000'003 + static_cast<uint64_t>(epoch));
     torch::Tensor order = torch::randperm(n, torch::kInt64);
@@ -267,10 +314,85 @@ Result<ScriptTrainOutcome> TrainScript(const ScriptTrainConfig& c) {
       return out;
     }
   }
-  std::ostringstream bytes;
-  m.save(bytes);
-  out.model = bytes.str();
   out.trainable = TrainableSafetensors(m);
+  torch::serialize::OutputArchive ar;
+  optimizer->save(ar);
+  ar.write(kEpochsDone, torch::tensor(static_cast<int64_t>(std::max(c.epochs, out.first_epoch - 1))));
+  std::ostringstream bytes;
+  ar.save_to(bytes);
+  out.state = bytes.str();
+  return out;
+}
+
+Result<ScriptPredictions> PredictScript(const ScriptPredictConfig& c) {
+  if (c.batch < 1 || c.threads < 1) return InvalidArgument("batch and threads: at least 1");
+  torch::set_num_threads(c.threads);
+  torch::NoGradGuard no_grad;
+  auto loaded = LoadModule(c.model);
+  if (!loaded.ok()) return loaded.status();
+  torch::jit::Module& m = *loaded;
+  ScriptReport report = Report(m);
+  if (!report.forward) {
+    return InvalidArgument(std::string("model: no method forward(inputs: Tensor) -> Tensor to predict "
+                                       "with") + kContract);
+  }
+  if (!c.trainable_from.empty()) CLAW_RETURN_IF_ERROR(LoadTrainable(m, c.trainable_from));
+  Rows rows;
+  if (!c.targets.empty()) {
+    auto r = LoadRows(c.inputs, c.targets, 0, "test");
+    if (!r.ok()) return r.status();
+    rows = std::move(*r);
+  } else {
+    auto x = LoadNpy(c.inputs, "inputs");
+    if (!x.ok()) return x.status();
+    rows.inputs = *x;
+  }
+  const size_t n = static_cast<size_t>(rows.inputs.size(0));
+  ScriptPredictions out;
+  out.begin = std::min(c.begin, n);
+  out.end = c.end == 0 ? n : std::min(c.end, n);
+  if (out.end < out.begin) out.end = out.begin;
+  const int64_t begin = static_cast<int64_t>(out.begin), len = static_cast<int64_t>(out.end - out.begin);
+  m.eval();
+  auto forward = m.get_method("forward");
+  std::vector<torch::Tensor> outputs;
+  auto start = std::chrono::steady_clock::now();
+  for (int64_t at = 0; at < len; at += c.batch) {
+    int64_t k = std::min<int64_t>(c.batch, len - at);
+    c10::IValue v;
+    try {
+      v = forward({rows.inputs.narrow(0, begin + at, k)});
+    } catch (const std::exception& e) {
+      return InvalidArgument("model: forward failed: " + LastLine(e.what()));
+    }
+    if (!v.isTensor() || v.toTensor().dim() == 0 || v.toTensor().size(0) != k) {
+      return InvalidArgument("model: forward must return a tensor with a row for each input row");
+    }
+    outputs.push_back(v.toTensor().to(torch::kFloat32).contiguous());
+  }
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (len > 0) {
+    torch::Tensor all = torch::cat(outputs, 0).contiguous();
+    if (all.dim() == 2 && all.size(1) > 1) {
+      torch::Tensor best = all.argmax(1).contiguous();
+      out.classes.assign(best.data_ptr<int64_t>(), best.data_ptr<int64_t>() + best.numel());
+    }
+    tensors::Tensor t;
+    t.dtype = tensors::DType::kF32;
+    t.shape = all.sizes().vec();
+    t.data.assign(reinterpret_cast<const char*>(all.data_ptr<float>()),
+                  static_cast<size_t>(all.numel()) * sizeof(float));
+    auto npy = tensors::WriteNpy(t);
+    if (!npy.ok()) return npy.status();
+    out.outputs_npy = std::move(*npy);
+    if (!c.targets.empty() && report.eval_step) {
+      Rows part{rows.inputs.narrow(0, begin, len), rows.targets.narrow(0, begin, len)};
+      auto e = Evaluate(m, part, c.batch);
+      if (!e.ok()) return e.status();
+      out.loss = e->loss;
+      out.accuracy = e->accuracy;
+    }
+  }
   return out;
 }
 

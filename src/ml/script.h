@@ -43,6 +43,11 @@ struct ArrayFiles {
 
 struct ScriptTrainConfig {
   std::string model;  // the TorchScript file
+  // Optional: trainable parameters to start from (safetensors, as
+  // ScriptTrainOutcome::trainable), replacing the module's own; and the
+  // optimizer's state with the epochs done (ScriptTrainOutcome::state):
+  // training resumes after them, as if never stopped.
+  std::string trainable_from, state_from;
   ArrayFiles data;
   std::string optimizer = "adamw";  // "adamw", "adam" or "sgd" (with momentum)
   double lr = 1e-3;
@@ -58,10 +63,33 @@ struct ScriptTrainConfig {
 
 struct ScriptTrainOutcome {
   std::vector<EpochMetrics> epochs;  // accuracy on training batches is -1 (not measured)
+  int first_epoch = 1;               // the first of `epochs` (after a resume, later)
   ScriptReport report;
-  std::string model;      // the trained module (TorchScript, as torch.jit.load reads it)
-  std::string trainable;  // its trainable parameters alone (safetensors, F32)
+  // The trained parameters alone (safetensors, F32, sorted by name): with
+  // the module file they were trained from, the whole trained model. A
+  // frozen base never travels back.
+  std::string trainable;
+  std::string state;      // the optimizer's state and the epochs done (libtorch archive)
   bool diverged = false;  // as TrainOutcome's
+};
+
+struct ScriptPredictConfig {
+  std::string model, trainable_from;  // as ScriptTrainConfig's
+  std::string inputs, targets;        // .npy files; targets optional (then no accuracy)
+  size_t begin = 0, end = 0;          // rows [begin, end); end 0: to the last
+  int batch = 1000;
+  int threads = 1;
+};
+
+struct ScriptPredictions {
+  size_t begin = 0, end = 0;  // the rows predicted
+  // forward's outputs for the rows, stacked (an .npy file, F32).
+  std::string outputs_npy;
+  // For outputs of shape [rows, classes]: each row's highest class.
+  std::vector<int64_t> classes;
+  // With targets and an eval_step: the rows' mean loss and accuracy.
+  double loss = -1, accuracy = -1;
+  double seconds = 0;  // forward's time
 };
 
 // InvalidArgument naming what the module lacks, or why it cannot be read.
@@ -70,5 +98,9 @@ Result<ScriptReport> InspectScript(const std::string& model_path);
 // InvalidArgument naming the fault: the contract, the data (shapes that
 // disagree, unreadable files), or the module's own error with its message.
 Result<ScriptTrainOutcome> TrainScript(const ScriptTrainConfig& config);
+
+// Runs forward (and eval_step, with targets) on rows of `inputs`.
+// InvalidArgument as TrainScript's, or when the module has no forward.
+Result<ScriptPredictions> PredictScript(const ScriptPredictConfig& config);
 
 }  // namespace claw::ml

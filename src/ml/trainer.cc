@@ -557,7 +557,8 @@ extern "C" __attribute__((visibility("default"))) const claw::ml::MlApi* claw_ml
                                    &Guard<&claw::ml::TrainRound>::Call,
                                    &Guard<&claw::ml::CheckpointOf>::Call,
                                    &Guard<&claw::ml::InspectScript>::Call,
-                                   &Guard<&claw::ml::TrainScript>::Call};
+                                   &Guard<&claw::ml::TrainScript>::Call,
+                                   &Guard<&claw::ml::PredictScript>::Call};
   return &api;
 }
 

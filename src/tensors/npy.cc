@@ -1,6 +1,7 @@
 #include "tensors/npy.h"
 
 #include <cstring>
+#include <fstream>
 #include <numeric>
 #include <optional>
 
@@ -251,6 +252,17 @@ Result<NpyHeader> ParseNpyHeader(std::string_view prefix, uint64_t file_size, co
                            std::to_string(file_size - h.data_offset));
   }
   return h;
+}
+
+Result<NpyHeader> ReadNpyHeader(const std::string& path, const NpyLimits& limits) {
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) return NotFound("cannot open " + path);
+  const auto size = static_cast<uint64_t>(f.tellg());
+  std::string head(static_cast<size_t>(std::min<uint64_t>(size, limits.max_header_bytes + 12)), '\0');
+  f.seekg(0);
+  f.read(head.data(), static_cast<std::streamsize>(head.size()));
+  if (!f) return Unavailable("cannot read " + path);
+  return ParseNpyHeader(head, size, limits);
 }
 
 Result<Tensor> ParseNpy(std::string_view bytes, const NpyLimits& limits) {

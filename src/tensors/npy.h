@@ -47,6 +47,9 @@ struct NpyHeader {
 Result<NpyHeader> ParseNpyHeader(std::string_view prefix, uint64_t file_size,
                                  const NpyLimits& limits = {});
 
+// The header of the .npy file at `path` (reads its first bytes alone).
+Result<NpyHeader> ReadNpyHeader(const std::string& path, const NpyLimits& limits = {});
+
 // A whole file as a tensor (its data copied; name "").
 Result<Tensor> ParseNpy(std::string_view bytes, const NpyLimits& limits = {});
 

@@ -52,63 +52,120 @@ class UserModels : public Network {
   fs::path models_;
 };
 
-TEST_F(UserModels, AScriptModelTrainsOnNpyArraysAndComesBackWithItsTrainableParameters) {
+TEST_F(UserModels, AScriptModelTrainsPredictsAndSendsBackItsTrainableParametersAlone) {
   Ready();
   if (HasFatalFailure() || IsSkipped()) return;
   Client client(target(), seconds(5));
-  // The whole model trains; a second job with the first layer frozen trains
-  // only the rest.
+  // The whole model trains; with the first layer frozen, only the rest;
+  // with LoRA adapters on a frozen base, only the adapters.
   std::string whole = Submit("mlp.pt", "data", {"-p", "epochs=2", "-p", "lr=0.003"});
   std::string frozen = Submit("frozen.pt", "data", {"-p", "epochs=1"});
-  for (const std::string& job : {whole, frozen}) {
+  std::string lora = Submit("lora.pt", "data", {"-p", "epochs=2", "-p", "lr=0.01"});
+  for (const std::string& job : {whole, frozen, lora}) {
     v1::JobInfo end = WaitForJobEnd(client, job, seconds(180));
     ASSERT_EQ(end.state(), "done") << end.error() << "\n" << ReadFile((dir_ / "agent0.log").string());
   }
-  auto r = client.Results(whole);
-  ASSERT_TRUE(r.ok());
-  auto trial = nlohmann::json::parse(r->result_json())["trials"][0];
+  auto trial_of = [&](const std::string& job) {
+    auto r = client.Results(job);
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? nlohmann::json::parse(r->result_json())["trials"][0] : nlohmann::json();
+  };
+  auto trial = trial_of(whole), ftrial = trial_of(frozen), ltrial = trial_of(lora);
   EXPECT_EQ(trial["epochs"].size(), 2u);
   EXPECT_GT(trial["final"]["test_accuracy"].get<double>(), 0.6) << trial.dump();
   EXPECT_EQ(trial["parameters"], 784 * 64 + 64 + 64 * 10 + 10);
   EXPECT_EQ(trial["trainable_parameters"], trial["parameters"]);
-  auto rf = client.Results(frozen);
-  ASSERT_TRUE(rf.ok());
-  auto ftrial = nlohmann::json::parse(rf->result_json())["trials"][0];
   EXPECT_EQ(ftrial["trainable_parameters"], 64 * 10 + 10) << ftrial.dump();
+  EXPECT_EQ(ltrial["trainable_parameters"], 4 * (784 + 64) + 4 * (64 + 10)) << ltrial.dump();
+  EXPECT_GT(ltrial["final"]["test_accuracy"].get<double>(), 0.3) << ltrial.dump();
+  // What travels back is the trainable parameters alone: the adapters are
+  // a small fraction of the whole model's bytes.
+  const double whole_bytes = trial["files"][0]["size"], lora_bytes = ltrial["files"][0]["size"];
+  EXPECT_EQ(ltrial["files"].size(), 1u);
+  EXPECT_GT(whole_bytes / lora_bytes, 10) << whole_bytes << " vs " << lora_bytes;
 
-  // Both files come back; in Python, the trained module's trainable
-  // parameters are the safetensors file's, and the frozen layer is exactly
-  // the one submitted.
+  // Only trainable.safetensors comes back; with the submitted module
+  // (examples/models/trained.py puts them together), it is the trained
+  // model: the frozen layer exactly as submitted, the rest moved.
   std::string out;
   ASSERT_EQ(Claw({"results", frozen, "--out", (dir_ / "frozen-out").string()}, &out), 0) << out;
-  ASSERT_TRUE(fs::exists(dir_ / "frozen-out" / "model.pt")) << out;
   ASSERT_TRUE(fs::exists(dir_ / "frozen-out" / "trainable.safetensors")) << out;
+  EXPECT_FALSE(fs::exists(dir_ / "frozen-out" / "model.pt")) << out;
   std::string check = R"(
-import json, struct, sys, numpy as np, torch
-d, before = sys.argv[1], torch.jit.load(sys.argv[2])
-after = torch.jit.load(d + '/model.pt')
-raw = open(d + '/trainable.safetensors', 'rb').read()
-n = struct.unpack('<Q', raw[:8])[0]
-header = json.loads(raw[8:8 + n])
-names = sorted(k for k in header if k != '__metadata__')
+import subprocess, sys, torch
+sys.path.insert(0, sys.argv[3])
+from trained import read_safetensors
+d, module = sys.argv[1], sys.argv[2]
+subprocess.run([sys.executable, sys.argv[3] + '/trained.py', module, d + '/trainable.safetensors',
+                d + '/trained.pt'], check=True, stdout=subprocess.DEVNULL)
+before, after = torch.jit.load(module), torch.jit.load(d + '/trained.pt')
 params = dict(after.named_parameters())
-for k in names:
-    b, e = header[k]['data_offsets']
-    v = np.frombuffer(raw[8 + n + b:8 + n + e], dtype='<f4').reshape(header[k]['shape'])
-    assert np.array_equal(v, params[k].detach().numpy()), k
+names = sorted(read_safetensors(d + '/trainable.safetensors'))
 same = torch.equal(dict(before.named_parameters())['fc1.weight'], params['fc1.weight'])
 moved = not torch.equal(dict(before.named_parameters())['fc2.weight'], params['fc2.weight'])
 print(' '.join(names), same, moved)
 )";
   std::ofstream(dir_ / "check.py") << check;
   std::string cmd = "/usr/bin/python3 '" + (dir_ / "check.py").string() + "' '" +
-                    (dir_ / "frozen-out").string() + "' '" + (models_ / "frozen.pt").string() + "' 2>&1";
+                    (dir_ / "frozen-out").string() + "' '" + (models_ / "frozen.pt").string() + "' '" +
+                    CLAW_SOURCE_DIR + "/examples/models' 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   char buf[4096];
   std::string printed;
   for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) printed.append(buf, n);
   EXPECT_EQ(pclose(p), 0) << printed;
   EXPECT_EQ(printed, "fc2.bias fc2.weight True True\n");
+
+  // infer with the trained model (the module and its trained parameters,
+  // --model-of) on the test rows, in 3 shards: the accuracy the training
+  // measured on the same rows, exactly.
+  ASSERT_EQ(Claw({"submit", "--app", "infer", "--model-of", whole, "--data", (models_ / "data").string(),
+                  "-p", "shards=3", "--wait"}, &out), 0) << out;
+  EXPECT_NE(out.find("500 rows predicted"), std::string::npos) << out;
+  std::string job = out.substr(out.rfind("j-"), 12);
+  auto r = client.Results(job);
+  ASSERT_TRUE(r.ok());
+  auto inferred = nlohmann::json::parse(r->result_json());
+  EXPECT_EQ(inferred["predictions"].size(), 500u);
+  EXPECT_NEAR(inferred["accuracy"].get<double>(), trial["final"]["test_accuracy"].get<double>(), 1e-9)
+      << inferred.dump().substr(0, 300);
+  EXPECT_EQ(inferred["files"].size(), 3u);
+}
+
+// ASHA over a script model: the promoted trial goes on from its rung's
+// parameters and optimizer state, and ends exactly where one uninterrupted
+// run of as many epochs ends.
+TEST_F(UserModels, ASweepResumesItsPromotedTrialsExactly) {
+  Ready();
+  if (HasFatalFailure() || IsSkipped()) return;
+  Client client(target(), seconds(5));
+  std::ofstream(dir_ / "sweep.json")
+      << R"({"app":"sweep","params":{"app":"train","method":"asha",)"
+         R"("asha":{"min_epochs":1,"max_epochs":2,"eta":2},"space":{"lr":[0.0003,0.003]}}})";
+  std::string out;
+  ASSERT_EQ(Claw({"submit", (dir_ / "sweep.json").string(), "--script", (models_ / "mlp.pt").string(),
+                  "--data", (models_ / "data").string(), "--wait"}, &out), 0) << out;
+  std::string sweep = out.substr(out.find("j-"), 12);
+  auto r = client.Results(sweep);
+  ASSERT_TRUE(r.ok());
+  auto result = nlohmann::json::parse(r->result_json());
+  const nlohmann::json* promoted = nullptr;
+  for (const auto& t : result["trials"]) {
+    if (t.value("rung", 0) == 1) promoted = &t;
+  }
+  ASSERT_NE(promoted, nullptr) << result.dump().substr(0, 2000);
+  EXPECT_EQ((*promoted)["first_epoch"], 2) << promoted->dump();
+  ASSERT_EQ((*promoted)["epochs"].size(), 1u) << promoted->dump();
+  const double lr = (*promoted)["values"]["lr"];
+  std::string straight = Submit("mlp.pt", "data", {"-p", "epochs=2", "-p", "lr=" + std::to_string(lr)});
+  v1::JobInfo end = WaitForJobEnd(client, straight, seconds(180));
+  ASSERT_EQ(end.state(), "done") << end.error();
+  auto s = client.Results(straight);
+  ASSERT_TRUE(s.ok());
+  auto trial = nlohmann::json::parse(s->result_json())["trials"][0];
+  EXPECT_EQ((*promoted)["final"]["test_loss"].get<double>(), trial["final"]["test_loss"].get<double>())
+      << promoted->dump() << "\n" << trial.dump();
+  EXPECT_EQ((*promoted)["final"]["test_accuracy"], trial["final"]["test_accuracy"]);
 }
 
 TEST_F(UserModels, BadModelsAndDataFailTheirJobNamingWhyAndTheAgentKeepsWorking) {

@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <filesystem>
 #include <fstream>
 
@@ -204,6 +206,58 @@ TEST(TrainPlan, AJobIsOneTrialAndNamesItsBlobs) {
   auto bad = ParseAndPlanJob(spec.dump(), apps);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("params.dataset"), std::string::npos);
+}
+
+// A user's module runs only in the sandbox, so its jobs need agents that
+// run exec (those with one); what a script trial resumes from travels both
+// ways as blobs.
+TEST(ScriptJobs, NeedASandboxAndNameTheirBlobs) {
+  static const AppRegistry apps = BuiltinApps();
+  const std::string s(64, 'a'), x(64, 'b'), y(64, 'c'), t(64, 'd'), st(64, 'e');
+  json train = {{"app", "train"},
+                {"params", {{"script", s}, {"data", {{"train_inputs", x}, {"train_targets", y}}}}}};
+  auto p = ParseAndPlanJob(train.dump(), apps);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(apps.Find("train")->Needs(p->spec), (std::vector<std::string>{"train", "exec"}));
+  JobSpec plain;
+  plain.app = "train";
+  EXPECT_EQ(apps.Find("train")->Needs(plain), std::vector<std::string>{"train"});
+
+  json sweep = {{"app", "sweep"},
+                {"params", {{"app", "train"}, {"base", train["params"]}, {"space", {{"lr", {0.1, 0.01}}}}}}};
+  auto ps = ParseAndPlanJob(sweep.dump(), apps);
+  ASSERT_TRUE(ps.ok()) << ps.status().ToString();
+  EXPECT_EQ(apps.Find("sweep")->Needs(ps->spec), (std::vector<std::string>{"sweep", "train", "exec"}));
+
+  json infer = {{"app", "infer"}, {"params", {{"script", s}, {"trainable", t}, {"data", {{"inputs", x}}}}}};
+  auto pi = ParseAndPlanJob(infer.dump(), apps);
+  ASSERT_TRUE(pi.ok()) << pi.status().ToString();
+  EXPECT_EQ(apps.Find("infer")->Needs(pi->spec), (std::vector<std::string>{"infer", "exec"}));
+  std::vector<std::string> blobs = apps.Find("infer")->TaskInputBlobs(pi->tasks[0].params);
+  std::sort(blobs.begin(), blobs.end());
+  EXPECT_EQ(blobs, (std::vector<std::string>{s, x, t}));
+
+  // A resumed trial fetches the parameters and state it goes on from.
+  train["params"]["resume"] = {{"trainable", t}, {"state", st}};
+  auto pr = ParseAndPlanJob(train.dump(), apps);
+  ASSERT_TRUE(pr.ok()) << pr.status().ToString();
+  blobs = apps.Find("train")->TaskInputBlobs(pr->tasks[0].params);
+  std::sort(blobs.begin(), blobs.end());
+  EXPECT_EQ(blobs, (std::vector<std::string>{s, x, y, t, st}));
+  // ... and a finished trial uploads them.
+  json output = {{"files", {{{"path", "trainable.safetensors"}, {"sha256", t}, {"size", 1}}}},
+                 {"resume", {{"trainable", t}, {"state", st}}}};
+  EXPECT_EQ(apps.Find("train")->OutputBlobs(output.dump()), (std::vector<std::string>{t, st}));
+
+  for (const auto& [resume, field] : std::vector<std::pair<json, std::string>>{
+           {json(t), "params.resume"},
+           {json{{"trainable", t}}, "params.resume"},
+           {json{{"trainable", t}, {"state", "nope"}}, "params.resume.state"}}) {
+    train["params"]["resume"] = resume;
+    auto bad = ParseAndPlanJob(train.dump(), apps);
+    ASSERT_FALSE(bad.ok()) << resume.dump();
+    EXPECT_NE(bad.status().message().find(field + ":"), std::string::npos) << bad.status().message();
+  }
 }
 
 }  // namespace

@@ -3,6 +3,7 @@ made with Debian's PyTorch and numpy into the directory given:
 
   mlp.pt        the README's example (examples/models/mlp.py), the contract
   frozen.pt     the same with its first layer frozen (requires_grad False)
+  lora.pt       mlp.pt with rank-4 adapters on its linear layers (examples/models/lora.py)
   no_step.pt    no training_step
   throws.pt     a training_step that raises
   escape.pt     a training_step that reads a host file and writes outside
@@ -24,6 +25,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../examples/models"))
 from mlp import Mlp, write_data  # noqa: E402  the README's example model
+from lora import add_lora  # noqa: E402
 
 out, fashion, escape_target = sys.argv[1], sys.argv[2], sys.argv[3]
 write_data(out, fashion, train_rows=2000, test_rows=500)
@@ -78,6 +80,8 @@ frozen = Mlp()
 frozen.fc1.weight.requires_grad_(False)
 frozen.fc1.bias.requires_grad_(False)
 torch.jit.script(frozen).save(f"{out}/frozen.pt")
+torch.manual_seed(0)
+torch.jit.script(add_lora(Mlp(), rank=4)).save(f"{out}/lora.pt")
 torch.jit.script(NoStep()).save(f"{out}/no_step.pt")
 torch.jit.script(Throws()).save(f"{out}/throws.pt")
 torch.jit.script(Escape(escape_target)).save(f"{out}/escape.pt")
