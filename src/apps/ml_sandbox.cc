@@ -157,6 +157,41 @@ Result<json> RunRequest(const json& q) {
     std::ofstream("out/predictions.npy", std::ios::binary) << r->outputs_npy;
     return out;
   }
+  if (op == "init") {  // a round-based training's first model: the module's own parameters
+    auto r = (*lib)->script_trainable(q.value("model", ""));
+    if (!r.ok()) return r.status();
+    std::ofstream("out/model.safetensors", std::ios::binary) << *r;
+    return json::object();
+  }
+  if (op == "round") {
+    ml::ScriptRoundConfig c;
+    c.model = q.value("model", "");
+    c.start = q.value("start", "");
+    const json& d = q.value("data", json::object());
+    c.data = {d.value("train_inputs", ""), d.value("train_targets", ""), d.value("test_inputs", ""),
+              d.value("test_targets", "")};
+    c.shard.shard = q.value("shard", size_t{0});
+    c.shard.shards = q.value("shards", size_t{1});
+    c.shard.split = q.value("split", "iid");
+    c.shard.data_seed = q.value("data_seed", uint64_t{1});
+    c.shard.limit = q.value("train_limit", size_t{0});
+    c.steps = q.value("steps", 0);
+    c.batch = q.value("batch", c.batch);
+    c.optimizer = q.value("optimizer", c.optimizer);
+    c.lr = q.value("lr", c.lr);
+    c.momentum = q.value("momentum", c.momentum);
+    c.weight_decay = q.value("weight_decay", c.weight_decay);
+    c.seed = q.value("seed", c.seed);
+    c.threads = q.value("threads", c.threads);
+    c.eval_begin = q.value("eval_begin", size_t{0});
+    c.eval_end = q.value("eval_end", size_t{0});
+    auto r = (*lib)->script_round(c);
+    if (!r.ok()) return r.status();
+    if (!r->trained.empty()) std::ofstream("out/trained.safetensors", std::ios::binary) << r->trained;
+    return json{{"samples", r->samples},           {"train_loss", r->train_loss},
+                {"seconds", r->seconds},           {"eval_loss_sum", r->eval_loss_sum},
+                {"eval_correct", r->eval_correct}, {"eval_count", r->eval_count}};
+  }
   if (op != "train") return InvalidArgument("ML runner: unknown op " + op.substr(0, 32));
   ml::ScriptTrainConfig c;
   c.model = q.value("model", "");

@@ -27,6 +27,8 @@ struct MlApi {
   Result<ScriptReport> (*inspect_script)(const std::string& model_path);
   Result<ScriptTrainOutcome> (*train_script)(const ScriptTrainConfig& config);
   Result<ScriptPredictions> (*predict_script)(const ScriptPredictConfig& config);
+  Result<std::string> (*script_trainable)(const std::string& model_path);
+  Result<ScriptRoundOutcome> (*script_round)(const ScriptRoundConfig& config);
 };
 inline constexpr int kMlApiVersion = 4;
 

@@ -7,8 +7,10 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <random>
 #include <sstream>
 
+#include "ml/shards.h"
 #include "tensors/npy.h"
 #include "tensors/safetensors.h"
 
@@ -159,6 +161,45 @@ Status LoadTrainable(torch::jit::Module& m, const std::string& path) {
   return Status::Ok();
 }
 
+// An optimizer over the module's trainable parameters alone.
+std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(torch::jit::Module& m, const std::string& kind,
+                                                       double lr, double momentum, double weight_decay) {
+  std::vector<torch::Tensor> params;
+  for (const auto& p : m.parameters(true)) {
+    if (p.requires_grad()) params.push_back(p);
+  }
+  if (kind == "adamw") {
+    return std::make_unique<torch::optim::AdamW>(params, torch::optim::AdamWOptions(lr).weight_decay(weight_decay));
+  }
+  if (kind == "adam") {
+    return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(lr).weight_decay(weight_decay));
+  }
+  return std::make_unique<torch::optim::SGD>(
+      params, torch::optim::SGDOptions(lr).momentum(momentum).weight_decay(weight_decay));
+}
+
+// One step of training_step on a batch: the loss, after backward.
+Result<double> Step(torch::jit::Method& step, torch::optim::Optimizer& optimizer, const torch::Tensor& x,
+                    const torch::Tensor& y) {
+  optimizer.zero_grad();
+  torch::Tensor loss;
+  try {
+    c10::IValue v = step({x, y});
+    if (!v.isTensor() || v.toTensor().numel() != 1) {
+      return InvalidArgument("model: training_step must return the loss as a one-element tensor");
+    }
+    loss = v.toTensor();
+    if (!loss.requires_grad()) {
+      return InvalidArgument("model: training_step's loss does not depend on a trainable parameter");
+    }
+    loss.backward();
+  } catch (const std::exception& e) {
+    return InvalidArgument("model: training_step failed: " + LastLine(e.what()));
+  }
+  optimizer.step();
+  return loss.item<double>();
+}
+
 struct Eval {
   double loss = 0, accuracy = 0;
 };
@@ -216,6 +257,88 @@ Result<ScriptReport> InspectScript(const std::string& model_path) {
   return r;
 }
 
+Result<std::string> ScriptTrainable(const std::string& model_path) {
+  auto m = LoadModule(model_path);
+  if (!m.ok()) return m.status();
+  CLAW_RETURN_IF_ERROR(CheckContract(Report(*m), false));
+  return TrainableSafetensors(*m);
+}
+
+Result<ScriptRoundOutcome> ScriptRound(const ScriptRoundConfig& c) {
+  if (c.steps < 0 || c.batch < 1 || c.threads < 1 || c.eval_batch < 1) {
+    return InvalidArgument("steps, batch, eval_batch, threads");
+  }
+  if (c.optimizer != "adamw" && c.optimizer != "sgd") return InvalidArgument("optimizer: adamw or sgd");
+  torch::set_num_threads(c.threads);
+  auto loaded = LoadModule(c.model);
+  if (!loaded.ok()) return loaded.status();
+  torch::jit::Module& m = *loaded;
+  const bool evaluate = c.eval_end > c.eval_begin;
+  CLAW_RETURN_IF_ERROR(CheckContract(Report(m), evaluate));
+  CLAW_RETURN_IF_ERROR(LoadTrainable(m, c.start));
+  ScriptRoundOutcome out;
+  if (evaluate) {
+    auto test = LoadRows(c.data.test_inputs, c.data.test_targets, 0, "test");
+    if (!test.ok()) return test.status();
+    const int64_t n = test->inputs.size(0);
+    if (static_cast<int64_t>(c.eval_end) > n) {
+      return InvalidArgument("eval: rows [" + std::to_string(c.eval_begin) + ", " + std::to_string(c.eval_end) +
+                             ") are outside the " + std::to_string(n) + " test rows");
+    }
+    const auto begin = static_cast<int64_t>(c.eval_begin), len = static_cast<int64_t>(c.eval_end - c.eval_begin);
+    Rows part{test->inputs.narrow(0, begin, len), test->targets.narrow(0, begin, len)};
+    auto e = Evaluate(m, part, c.eval_batch);
+    if (!e.ok()) return e.status();
+    out.eval_count = len;
+    out.eval_loss_sum = e->loss * static_cast<double>(len);
+    out.eval_correct = std::llround(e->accuracy * static_cast<double>(len));
+  }
+  if (c.steps == 0) return out;
+  auto train = LoadRows(c.data.train_inputs, c.data.train_targets, c.shard.limit, "train");
+  if (!train.ok()) return train.status();
+  // by_label needs class labels: integer targets, one a row.
+  torch::Tensor labels;
+  const int64_t* label_ptr = nullptr;
+  if (train->targets.dim() == 1 && !torch::isFloatingType(train->targets.scalar_type())) {
+    labels = train->targets.to(torch::kInt64).contiguous();
+    label_ptr = labels.data_ptr<int64_t>();
+  }
+  auto shard = ShardRows(train->inputs.size(0), label_ptr, c.shard);
+  if (!shard.ok()) return shard.status();
+  auto optimizer = MakeOptimizer(m, c.optimizer, c.lr, c.momentum, c.weight_decay);
+  auto step = m.get_method("training_step");
+  auto start = std::chrono::steady_clock::now();
+  torch::manual_seed(c.seed);
+  std::mt19937_64 rng(c.seed);
+  std::vector<int64_t> order = *shard;
+  Shuffle(order, rng);
+  size_t at = 0;
+  double loss_sum = 0;
+  m.train();
+  for (int s = 0; s < c.steps; ++s) {
+    // Batches walk the shuffled shard, reshuffled after each pass.
+    std::vector<int64_t> idx;
+    idx.reserve(static_cast<size_t>(c.batch));
+    while (idx.size() < static_cast<size_t>(c.batch)) {
+      if (at == order.size()) {
+        Shuffle(order, rng);
+        at = 0;
+      }
+      idx.push_back(order[at++]);
+    }
+    auto ids = torch::from_blob(idx.data(), {static_cast<int64_t>(idx.size())}, torch::kInt64);
+    auto loss = Step(step, *optimizer, train->inputs.index_select(0, ids), train->targets.index_select(0, ids));
+    if (!loss.ok()) return loss.status();
+    loss_sum += *loss;
+  }
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out.train_loss = loss_sum / c.steps;
+  out.samples = static_cast<double>(c.steps) * c.batch;
+  if (!std::isfinite(out.train_loss)) return InvalidArgument("training diverged (loss not finite)");
+  out.trained = TrainableSafetensors(m);
+  return out;
+}
+
 Result<ScriptTrainOutcome> TrainScript(const ScriptTrainConfig& c) {
   if (c.batch < 1 || c.epochs < 1 || c.threads < 1 || c.eval_batch < 1) {
     return InvalidArgument("batch, epochs, eval_batch and threads: at least 1");
@@ -240,20 +363,9 @@ Result<ScriptTrainOutcome> TrainScript(const ScriptTrainConfig& c) {
     test = std::move(*t);
   }
 
-  std::vector<torch::Tensor> params;
-  for (const auto& p : m.parameters(true)) {
-    if (p.requires_grad()) params.push_back(p);
-  }
   if (!c.trainable_from.empty()) CLAW_RETURN_IF_ERROR(LoadTrainable(m, c.trainable_from));
-  std::unique_ptr<torch::optim::Optimizer> optimizer;
-  if (c.optimizer == "adamw") {
-    optimizer = std::make_unique<torch::optim::AdamW>(params, torch::optim::AdamWOptions(c.lr).weight_decay(c.weight_decay));
-  } else if (c.optimizer == "adam") {
-    optimizer = std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(c.lr).weight_decay(c.weight_decay));
-  } else {
-    optimizer = std::make_unique<torch::optim::SGD>(
-        params, torch::optim::SGDOptions(c.lr).momentum(c.momentum).weight_decay(c.weight_decay));
-  }
+  std::unique_ptr<torch::optim::Optimizer> optimizer =
+      MakeOptimizer(m, c.optimizer, c.lr, c.momentum, c.weight_decay);
   if (!c.state_from.empty()) {
     try {
       torch::serialize::InputArchive ar;
@@ -278,23 +390,9 @@ Result<ScriptTrainOutcome> TrainScript(const ScriptTrainConfig& c) {
     for (int64_t at = 0; at < n; at += c.batch) {
       int64_t len = std::min<int64_t>(c.batch, n - at);
       auto idx = order.narrow(0, at, len);
-      optimizer->zero_grad();
-      torch::Tensor loss;
-      try {
-        c10::IValue v = step({train->inputs.index_select(0, idx), train->targets.index_select(0, idx)});
-        if (!v.isTensor() || v.toTensor().numel() != 1) {
-          return InvalidArgument("model: training_step must return the loss as a one-element tensor");
-        }
-        loss = v.toTensor();
-        if (!loss.requires_grad()) {
-          return InvalidArgument("model: training_step's loss does not depend on a trainable parameter");
-        }
-        loss.backward();
-      } catch (const std::exception& e) {
-        return InvalidArgument("model: training_step failed: " + LastLine(e.what()));
-      }
-      optimizer->step();
-      loss_sum += loss.item<double>() * static_cast<double>(len);
+      auto loss = Step(step, *optimizer, train->inputs.index_select(0, idx), train->targets.index_select(0, idx));
+      if (!loss.ok()) return loss.status();
+      loss_sum += *loss * static_cast<double>(len);
     }
     EpochMetrics em;
     em.epoch = epoch;

@@ -92,8 +92,40 @@ struct ScriptPredictions {
   double seconds = 0;  // forward's time
 };
 
+// One task of a round of round-based training (rounds/, fedtrain) on a
+// user's module: the round's model is the module's trainable parameters
+// (safetensors, as ScriptTrainOutcome::trainable); the rest of the module,
+// frozen, comes with the module file.
+struct ScriptRoundConfig {
+  std::string model;  // the TorchScript file
+  std::string start;  // the round's trainable parameters
+  ArrayFiles data;
+  ShardSpec shard;    // of the training rows
+  int steps = 0;      // inner steps (0: evaluate only)
+  int batch = 64;
+  std::string optimizer = "adamw";  // "adamw" or "sgd"; fresh each round
+  double lr = 1e-3, momentum = 0.9, weight_decay = 0;
+  uint64_t seed = 1;  // the batches' order
+  int threads = 1;
+  size_t eval_begin = 0, eval_end = 0;  // test rows to evaluate `start` on first
+  int eval_batch = 1000;
+};
+
+struct ScriptRoundOutcome {
+  std::string trained;  // the trainable parameters after the steps (empty if none)
+  double samples = 0, train_loss = 0, seconds = 0;
+  double eval_loss_sum = 0;
+  int64_t eval_correct = 0, eval_count = 0;
+};
+
 // InvalidArgument naming what the module lacks, or why it cannot be read.
 Result<ScriptReport> InspectScript(const std::string& model_path);
+
+// The module's own trainable parameters (safetensors, F32, sorted by name):
+// a round-based training's first model. Checks the contract.
+Result<std::string> ScriptTrainable(const std::string& model_path);
+
+Result<ScriptRoundOutcome> ScriptRound(const ScriptRoundConfig& config);
 
 // InvalidArgument naming the fault: the contract, the data (shapes that
 // disagree, unreadable files), or the module's own error with its message.

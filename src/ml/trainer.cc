@@ -1,6 +1,7 @@
 #include "ml/trainer.h"
 
 #include "ml/api.h"
+#include "ml/shards.h"
 
 #include <torch/torch.h>
 #include <zlib.h>
@@ -387,33 +388,9 @@ Status LoadWeights(Net& net, const rounds::Weights& w) {
   return Status::Ok();
 }
 
-// Fisher-Yates with mt19937_64 (whose output the standard fixes), so that
-// every platform cuts the same shards and draws the same batches.
-void Shuffle(std::vector<int64_t>& v, std::mt19937_64& rng) {
-  for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[rng() % i]);
-}
-
 Result<std::vector<int64_t>> ShardIndices(const Split& train, const ShardSpec& s) {
-  int64_t n = train.images.size(0);
-  if (s.shards == 0 || s.shard >= s.shards || s.shards > static_cast<size_t>(n)) {
-    return InvalidArgument("shard " + std::to_string(s.shard) + " of " + std::to_string(s.shards) +
-                           ": not a shard of " + std::to_string(n) + " images");
-  }
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
-  if (s.split == "by_label") {
-    auto labels = train.labels.accessor<int64_t, 1>();
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int64_t a, int64_t b) { return labels[a] < labels[b]; });
-  } else if (s.split == "iid") {
-    std::mt19937_64 rng(s.data_seed);
-    Shuffle(order, rng);
-  } else {
-    return InvalidArgument("split: iid or by_label");
-  }
-  size_t begin = s.shard * order.size() / s.shards, end = (s.shard + 1) * order.size() / s.shards;
-  return std::vector<int64_t>(order.begin() + static_cast<ptrdiff_t>(begin),
-                              order.begin() + static_cast<ptrdiff_t>(end));
+  torch::Tensor labels = train.labels.contiguous();
+  return ShardRows(train.images.size(0), labels.data_ptr<int64_t>(), s);
 }
 
 }  // namespace
@@ -558,7 +535,9 @@ extern "C" __attribute__((visibility("default"))) const claw::ml::MlApi* claw_ml
                                    &Guard<&claw::ml::CheckpointOf>::Call,
                                    &Guard<&claw::ml::InspectScript>::Call,
                                    &Guard<&claw::ml::TrainScript>::Call,
-                                   &Guard<&claw::ml::PredictScript>::Call};
+                                   &Guard<&claw::ml::PredictScript>::Call,
+                                   &Guard<&claw::ml::ScriptTrainable>::Call,
+                                   &Guard<&claw::ml::ScriptRound>::Call};
   return &api;
 }
 

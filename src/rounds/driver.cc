@@ -397,6 +397,13 @@ json RoundDriver::FinalResult(const std::vector<RoundRecord>& rounds, const JobV
   files.push_back({{"path", "model.safetensors"}, {"sha256", last.model},
                    {"size", size.ok() ? *size : 0}});
   json trial = {{"files", files}, {"rounds", last.round}};
+  // A user's module: the model is its trainable parameters, which the
+  // module file completes (infer --model-of takes both).
+  json eval_spec = json::parse(eval.record.spec_json, nullptr, false);
+  if (eval_spec.is_object() && eval_spec.contains("params") && eval_spec["params"].is_object()) {
+    const json& training = eval_spec["params"].value("training", json::object());
+    if (training.is_object() && training.contains("script")) trial["params"] = {{"script", training["script"]}};
+  }
   if (!final_eval.is_null()) {
     final_eval["round"] = last.round;
     curve.push_back(final_eval);

@@ -28,10 +28,15 @@ std::vector<std::string> FedTrainApp::SpecInputBlobs(const JobSpec& spec) const 
   std::vector<std::string> out;
   const auto& p = spec.params;
   if (p.contains("init") && p["init"].is_string()) out.push_back(p["init"]);
-  if (p.contains("dataset") && p["dataset"].is_object()) {
-    for (const auto& [k, v] : p["dataset"].items()) {
-      if (v.is_string() && IsBlobHash(v.get<std::string>())) out.push_back(v);
+  for (const char* field : {"dataset", "data"}) {  // IDX files, or a script's arrays
+    if (p.contains(field) && p[field].is_object()) {
+      for (const auto& [k, v] : p[field].items()) {
+        if (v.is_string() && IsBlobHash(v.get<std::string>())) out.push_back(v);
+      }
     }
+  }
+  if (p.contains("script") && p["script"].is_string() && IsBlobHash(p["script"].get<std::string>())) {
+    out.push_back(p["script"]);
   }
   return out;
 }

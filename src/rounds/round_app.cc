@@ -8,9 +8,11 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "apps/ml_sandbox.h"
 #include "common/blobs.h"
 #include "ml/api.h"
 #include "rounds/training_spec.h"
+#include "tensors/npy.h"
 
 namespace claw::rounds {
 namespace {
@@ -112,6 +114,98 @@ Result<Weights> ModelOf(const json& p, const BlobDir& blobs) {
   return ReadWeights(*bytes);
 }
 
+bool IsScript(const json& p) { return p.contains("arch") && p["arch"].is_object() && p["arch"].contains("script"); }
+
+const char* const kArrayFiles[] = {"train_inputs", "train_targets", "test_inputs", "test_targets"};
+
+// The sandbox's limits for a task of a user's module: its memory, the
+// round's deadline, the agent's caps.
+SandboxLimits ScriptLimits(const json& p, const RunContext& ctx) {
+  auto capped = [](uint64_t asked, uint64_t cap) { return cap == 0 ? asked : std::min(asked, cap); };
+  SandboxLimits limits;
+  const uint64_t timeout_s = p.value("deadline_s", uint64_t{3600});
+  limits.wall_time = std::chrono::seconds(timeout_s);
+  limits.cpu_seconds = capped(timeout_s * p.value("threads", uint64_t{1}), ctx.caps.cpu_seconds);
+  limits.memory_bytes = capped(p["arch"].value("memory_mb", uint64_t{4096}) << 20, ctx.caps.memory_bytes);
+  limits.disk_bytes = capped(limits.disk_bytes, ctx.caps.disk_bytes);
+  return limits;
+}
+
+// The first model of a training of a user's module: its own trainable
+// parameters, read in the sandbox.
+Result<Weights> ScriptInit(const json& p, const RunContext& ctx) {
+  MlSandboxRun run;
+  run.inputs["model.pt"] = Str(p["arch"], "script");
+  run.request = {{"op", "init"}, {"model", "model.pt"}};
+  run.outputs = {"out/model.safetensors"};
+  run.limits = ScriptLimits(p, ctx);
+  auto r = RunMlSandboxed(run, ctx);
+  if (!r.ok()) return r.status();
+  auto f = r->files.find("out/model.safetensors");
+  if (f == r->files.end()) return InvalidArgument("the ML runner wrote no parameters");
+  auto bytes = ctx.blobs->Load(f->second["sha256"].get<std::string>(), uint64_t{16} << 30);
+  if (!bytes.ok()) return bytes.status();
+  return ReadWeights(*bytes);
+}
+
+// A round's task on a user's module, in the sandbox: evaluate the round's
+// model on the task's test rows, train `steps` from it; the trained
+// parameters come back (the delta is taken here).
+Result<ml::RoundOutcome> ScriptRoundTask(const json& p, const RunContext& ctx, const std::string& model_hash,
+                                         size_t eval_begin, size_t eval_end, int steps) {
+  MlSandboxRun run;
+  run.inputs["model.pt"] = Str(p["arch"], "script");
+  run.inputs["start.safetensors"] = model_hash;
+  json data = json::object();
+  if (p.contains("data")) {
+    for (const char* key : kArrayFiles) {
+      run.inputs[std::string("data/") + key + ".npy"] = Str(p["data"], key);
+      data[key] = std::string("data/") + key + ".npy";
+    }
+  } else {  // the agent's own directory, bound read-only
+    std::string name = Str(p, "local_dataset");
+    if (!ctx.datasets || !ctx.datasets->count(name)) {
+      return FailedPrecondition("local dataset '" + name + "': this agent has none of that name");
+    }
+    run.limits.read_only.emplace_back(ctx.datasets->at(name), "/dataset");
+    for (const char* key : kArrayFiles) data[key] = std::string("/dataset/") + key + ".npy";
+  }
+  const json& inner = p["inner"];
+  run.request = {{"op", "round"},        {"model", "model.pt"},
+                 {"start", "start.safetensors"}, {"data", data},
+                 {"shard", p.value("shard", 0)}, {"shards", p.value("shards", 1)},
+                 {"split", p.value("split", "iid")}, {"data_seed", p.value("data_seed", uint64_t{1})},
+                 {"train_limit", p.value("train_limit", 0)}, {"steps", steps},
+                 {"batch", inner.value("batch", 64)}, {"optimizer", inner.value("optimizer", "adamw")},
+                 {"lr", inner.value("lr", 1e-3)}, {"momentum", inner.value("momentum", 0.9)},
+                 {"weight_decay", inner.value("weight_decay", 0.0)}, {"seed", p.value("seed", uint64_t{1})},
+                 {"threads", p.value("threads", 1)}, {"eval_begin", eval_begin}, {"eval_end", eval_end}};
+  run.outputs = {"out/trained.safetensors"};
+  auto binds = std::move(run.limits.read_only);
+  run.limits = ScriptLimits(p, ctx);
+  run.limits.read_only = std::move(binds);
+  auto r = RunMlSandboxed(run, ctx);
+  if (!r.ok()) return r.status();
+  const json& res = r->result;
+  ml::RoundOutcome out;
+  out.samples = res.value("samples", 0.0);
+  out.train_loss = res.value("train_loss", 0.0);
+  out.seconds = res.value("seconds", 0.0);
+  out.eval_loss_sum = res.value("eval_loss_sum", 0.0);
+  out.eval_correct = res.value("eval_correct", int64_t{0});
+  out.eval_count = res.value("eval_count", int64_t{0});
+  if (steps > 0) {
+    auto f = r->files.find("out/trained.safetensors");
+    if (f == r->files.end()) return InvalidArgument("the ML runner wrote no trained parameters");
+    auto bytes = ctx.blobs->Load(f->second["sha256"].get<std::string>(), uint64_t{16} << 30);
+    if (!bytes.ok()) return bytes.status();
+    auto w = ReadWeights(*bytes);
+    if (!w.ok()) return w.status();
+    out.weights = std::move(*w);
+  }
+  return out;
+}
+
 // A liar on purpose (RunContext::misbehave): the delta sign-flipped
 // ("flip") or scaled ("scale=K").
 void Misbehave(std::string_view how, Weights* delta) {
@@ -123,41 +217,72 @@ void Misbehave(std::string_view how, Weights* delta) {
   }
 }
 
+// The rows of a script training's test inputs (from the .npy header).
+Result<size_t> TestRows(const json& p, const RunContext& ctx) {
+  std::string path;
+  if (p.contains("data")) {
+    path = ctx.blobs->PathOf(Str(p["data"], "test_inputs"));
+  } else {
+    std::string name = Str(p, "local_dataset");
+    if (!ctx.datasets || !ctx.datasets->count(name)) {
+      return FailedPrecondition("local dataset '" + name + "': this agent has none of that name");
+    }
+    path = ctx.datasets->at(name) + "/test_inputs.npy";
+  }
+  auto h = tensors::ReadNpyHeader(path);
+  if (!h.ok()) return InvalidArgument("test_inputs: " + h.status().message());
+  if (h->shape.empty()) return InvalidArgument("test_inputs: a scalar, not rows of data");
+  return static_cast<size_t>(h->shape[0]);
+}
+
 Result<std::string> RunTrainOrEval(const json& p, const RunContext& ctx, const ml::MlApi& ml) {
   const auto began = std::chrono::steady_clock::now();
   std::string kind = Str(p, "kind");
   auto start = ModelOf(p, *ctx.blobs);
   if (!start.ok()) return start.status();
-  auto data = DataOf(p, ctx);
-  if (!data.ok()) return data.status();
-  ml::RoundConfig c;
-  c.arch = ArchOf(p["arch"]);
-  c.start = *start;
-  c.data = *data;
+  const bool script = IsScript(p);
   const json& inner = p["inner"];
-  c.steps = kind == "train" ? inner.value("steps", 0) : 0;
-  c.batch = inner.value("batch", 64);
-  c.optimizer = inner.value("optimizer", "adamw");
-  c.lr = inner.value("lr", 1e-3);
-  c.momentum = inner.value("momentum", 0.9);
-  c.weight_decay = inner.value("weight_decay", 0.0);
-  c.seed = p.value("seed", uint64_t{1});
-  c.threads = p.value("threads", 1);
-  c.shard.shard = p.value("shard", size_t{0});
-  c.shard.shards = p.value("shards", size_t{1});
-  c.shard.split = p.value("split", "iid");
-  c.shard.data_seed = p.value("data_seed", uint64_t{1});
-  c.shard.limit = p.value("train_limit", size_t{0});
+  const int steps = kind == "train" ? inner.value("steps", 0) : 0;
+  // The task's slice of the test set, evaluated on the round's model.
+  size_t eval_begin = 0, eval_end = 0;
+  ml::RoundConfig c;
+  if (!script) {
+    auto data = DataOf(p, ctx);
+    if (!data.ok()) return data.status();
+    c.data = *data;
+  }
   if (p.value("eval", false)) {
-    auto n = ml.count_images(c.data.test_images);
+    auto n = script ? TestRows(p, ctx) : ml.count_images(c.data.test_images);
     if (!n.ok()) return n.status();
     size_t total = *n, limit = p.value("test_limit", size_t{0});
     if (limit > 0) total = std::min(total, limit);
     size_t task = p.value("task", size_t{0}), tasks = std::max<size_t>(1, p.value("tasks", size_t{1}));
-    c.eval_begin = task * total / tasks;
-    c.eval_end = (task + 1) * total / tasks;
+    eval_begin = task * total / tasks;
+    eval_end = (task + 1) * total / tasks;
   }
-  auto r = ml.train_round(c);
+  Result<ml::RoundOutcome> r = InvalidArgument("");
+  if (script) {
+    r = ScriptRoundTask(p, ctx, Str(p, "model"), eval_begin, eval_end, steps);
+  } else {
+    c.arch = ArchOf(p["arch"]);
+    c.start = *start;
+    c.steps = steps;
+    c.batch = inner.value("batch", 64);
+    c.optimizer = inner.value("optimizer", "adamw");
+    c.lr = inner.value("lr", 1e-3);
+    c.momentum = inner.value("momentum", 0.9);
+    c.weight_decay = inner.value("weight_decay", 0.0);
+    c.seed = p.value("seed", uint64_t{1});
+    c.threads = p.value("threads", 1);
+    c.shard.shard = p.value("shard", size_t{0});
+    c.shard.shards = p.value("shards", size_t{1});
+    c.shard.split = p.value("split", "iid");
+    c.shard.data_seed = p.value("data_seed", uint64_t{1});
+    c.shard.limit = p.value("train_limit", size_t{0});
+    c.eval_begin = eval_begin;
+    c.eval_end = eval_end;
+    r = ml.train_round(c);
+  }
   if (!r.ok()) return r.status();
   json out = {{"kind", kind},
               {"round", p.value("round", 0)},
@@ -186,7 +311,7 @@ Result<std::string> RunTrainOrEval(const json& p, const RunContext& ctx, const m
     // The whole task on the device: model, data, evaluation, training, encoding.
     out["task_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
     files.push_back(FileEntry("delta.safetensors", *hash, bytes.size()));
-  } else if (p.value("task", 0) == 0) {  // eval: one checkpoint of the final model
+  } else if (p.value("task", 0) == 0 && !script) {  // eval: one checkpoint of the final model
     auto ckpt = ml.checkpoint_of(c.arch, *start);
     if (!ckpt.ok()) return ckpt.status();
     auto hash = ctx.blobs->Put(*ckpt);
@@ -208,7 +333,7 @@ Result<std::vector<TaskSpec>> RoundApp::Plan(const JobSpec& spec) const {
   uint32_t round = p.value("round", 0u);
   uint64_t seed = p.value("seed", uint64_t{1});
   if (kind == "init") {
-    json task = {{"kind", "init"}, {"arch", t.arch}, {"seed", seed}};
+    json task = {{"kind", "init"}, {"arch", t.arch}, {"seed", seed}, {"deadline_s", t.deadline_s}};
     return std::vector<TaskSpec>{{task.dump(), 1e9}};
   }
   if (kind != "train" && kind != "eval") return InvalidArgument("params.kind: init, train or eval");
@@ -219,9 +344,11 @@ Result<std::vector<TaskSpec>> RoundApp::Plan(const JobSpec& spec) const {
                  {"train_limit", t.train_limit}, {"test_limit", t.test_limit},
                  {"inner", t.ToJson()["inner"]}, {"codec", CodecName(t.codec)},
                  {"threads", t.threads},  {"data_seed", Mix(seed, 0, 0)},
+                 {"deadline_s", t.deadline_s},
                  {"eval", kind == "eval" || p.value("eval", false)}};
+  const bool script = t.arch.contains("script");
   if (t.local_dataset.empty()) {
-    common["dataset"] = t.dataset;
+    common[script ? "data" : "dataset"] = t.dataset;
   } else {
     common["local_dataset"] = t.local_dataset;
   }
@@ -231,7 +358,7 @@ Result<std::vector<TaskSpec>> RoundApp::Plan(const JobSpec& spec) const {
   }
   uint32_t tasks = kind == "train" ? t.TasksPerRound() : t.workers;
   common["tasks"] = tasks;
-  double per_sample = t.arch.value("model", "cnn") == "cnn" ? 3e7 : 2e6;
+  double per_sample = script || t.arch.value("model", "cnn") == "cnn" ? 3e7 : 2e6;
   double cost = kind == "train" ? per_sample * t.inner.steps * t.inner.batch : 1e10;
   std::vector<TaskSpec> out;
   out.reserve(tasks);
@@ -252,7 +379,8 @@ Result<std::string> RoundApp::Run(std::string_view task_params, const RunContext
   auto lib = ml::LoadMl();
   if (!lib.ok()) return lib.status();
   if (Str(p, "kind") == "init") {
-    auto w = (*lib)->init_model(ArchOf(p.value("arch", json::object())), p.value("seed", uint64_t{1}));
+    auto w = IsScript(p) ? ScriptInit(p, ctx)
+                         : (*lib)->init_model(ArchOf(p.value("arch", json::object())), p.value("seed", uint64_t{1}));
     if (!w.ok()) return w.status();
     std::string bytes = ModelBytes(*w);
     auto hash = ctx.blobs->Put(bytes);
@@ -524,11 +652,32 @@ Status RoundApp::Runnable() const { return ml::FindMl().status(); }
 std::vector<std::string> RoundApp::Needs(const JobSpec& spec) const {
   std::vector<std::string> needs{"fedround"};
   const json& t = spec.params.value("training", json::object());
+  // A user's module runs only in the sandbox: agents without one get none.
+  if (t.is_object() && t.contains("script")) needs.push_back("exec");
   if (t.is_object() && t.contains("local_dataset") && t["local_dataset"].is_string()) {
     needs.push_back("dataset:" + t["local_dataset"].get<std::string>());
   }
   return needs;
 }
+
+namespace {
+
+// A task's data blobs (IDX files, or a script's arrays) and its module.
+void AddDataBlobs(const json& p, std::vector<std::string>* out) {
+  if (p.contains("dataset") && p["dataset"].is_object()) {
+    for (const char* name : kDatasetFiles) {
+      if (IsBlobHash(Str(p["dataset"], name))) out->push_back(Str(p["dataset"], name));
+    }
+  }
+  if (p.contains("data") && p["data"].is_object()) {
+    for (const char* name : kArrayFiles) {
+      if (IsBlobHash(Str(p["data"], name))) out->push_back(Str(p["data"], name));
+    }
+  }
+  if (IsScript(p) && IsBlobHash(Str(p["arch"], "script"))) out->push_back(Str(p["arch"], "script"));
+}
+
+}  // namespace
 
 std::vector<std::string> RoundApp::SpecInputBlobs(const JobSpec& spec) const {
   std::vector<std::string> out;
@@ -545,11 +694,7 @@ std::vector<std::string> RoundApp::TaskInputBlobs(std::string_view task_params) 
   for (const char* k : {"model", "base", "update"}) {
     if (IsBlobHash(Str(p, k))) out.push_back(Str(p, k));
   }
-  if (p.contains("dataset") && p["dataset"].is_object()) {
-    for (const char* name : kDatasetFiles) {
-      if (IsBlobHash(Str(p["dataset"], name))) out.push_back(Str(p["dataset"], name));
-    }
-  }
+  AddDataBlobs(p, &out);
   return out;
 }
 
@@ -567,11 +712,7 @@ std::vector<std::string> RoundApp::BlobsToFetch(std::string_view task_params,
       out.push_back(model);
     }
   }
-  if (p.contains("dataset") && p["dataset"].is_object()) {
-    for (const char* name : kDatasetFiles) {
-      if (IsBlobHash(Str(p["dataset"], name))) out.push_back(Str(p["dataset"], name));
-    }
-  }
+  AddDataBlobs(p, &out);
   return out;
 }
 

@@ -13,6 +13,8 @@ namespace {
 using nlohmann::json;
 
 const char* const kDatasetFiles[] = {"train_images", "train_labels", "test_images", "test_labels"};
+// A user's module's data: .npy arrays, rows along the first dimension.
+const char* const kArrayFiles[] = {"train_inputs", "train_targets", "test_inputs", "test_targets"};
 
 // Collects the first error of a run of field reads.
 class Reads {
@@ -108,13 +110,32 @@ Result<TrainingSpec> ParseTrainingSpec(const json& p) {
       {"model", "width", "layers", "dropout", "init", "dataset", "local_dataset", "split", "shards",
        "train_limit", "test_limit", "rounds", "workers", "overprovision", "quorum", "deadline_s",
        "min_workers", "inner", "outer", "compression", "aggregation", "eval_every", "threads",
-       "spot_check"}));
+       "spot_check", "script", "data", "memory_mb"}));
   TrainingSpec s;
   Reads r;
-  s.arch = {{"model", r(f.OneOf("model", {"cnn", "mlp"}, "cnn"))},
-            {"width", r(f.Integer("width", 1, 1024, 32))},
-            {"layers", r(f.Integer("layers", 1, 8, 2))},
-            {"dropout", r(f.Number("dropout", 0, 0.95, 0.2))}};
+  const bool script = p.contains("script");
+  if (script) {  // a user's TorchScript module (docs/models.md)
+    for (const char* builtin : {"model", "width", "layers", "dropout", "dataset"}) {
+      if (p.contains(builtin)) {
+        return InvalidArgument(std::string("params.") + builtin + ": not for a script model (params.script "
+                               "names the model" + (std::string(builtin) == "dataset" ? "; its arrays are params.data)" : ")"));
+      }
+    }
+    if (!p["script"].is_string() || !IsBlobHash(p["script"].get_ref<const std::string&>())) {
+      return InvalidArgument("params.script: must be the TorchScript file's blob SHA-256 (claw submit "
+                             "--script FILE uploads it)");
+    }
+    s.arch = {{"script", p["script"]}, {"memory_mb", r(f.Integer("memory_mb", 256, 1 << 20, 4096))}};
+  } else {
+    if (p.contains("data") || p.contains("memory_mb")) {
+      return InvalidArgument(std::string("params.") + (p.contains("data") ? "data" : "memory_mb") +
+                             ": for a script model (params.script) alone");
+    }
+    s.arch = {{"model", r(f.OneOf("model", {"cnn", "mlp"}, "cnn"))},
+              {"width", r(f.Integer("width", 1, 1024, 32))},
+              {"layers", r(f.Integer("layers", 1, 8, 2))},
+              {"dropout", r(f.Number("dropout", 0, 0.95, 0.2))}};
+  }
   s.split = r(f.OneOf("split", {"iid", "by_label"}, "iid"));
   s.train_limit = static_cast<uint64_t>(r(f.Integer("train_limit", 0, 100'000'000, 0)));
   s.test_limit = static_cast<uint64_t>(r(f.Integer("test_limit", 0, 100'000'000, 0)));
@@ -139,24 +160,30 @@ Result<TrainingSpec> ParseTrainingSpec(const json& p) {
   }
   if (s.TasksPerRound() > 100'000) return InvalidArgument("params.workers: too many tasks per round");
 
-  bool has_blobs = p.contains("dataset"), has_local = p.contains("local_dataset");
+  const char* const data_field = script ? "data" : "dataset";
+  bool has_blobs = p.contains(data_field), has_local = p.contains("local_dataset");
   if (has_blobs == has_local) {
-    return InvalidArgument("params.dataset: give either the dataset's four blobs (claw submit "
-                           "--dataset DIR uploads them) or local_dataset, the name of a dataset "
-                           "that agents keep");
+    return InvalidArgument(std::string("params.") + data_field + ": give either the dataset's four blobs " +
+                           (script ? "(claw submit --data DIR uploads them)" : "(claw submit --dataset DIR "
+                                                                               "uploads them)") +
+                           " or local_dataset, the name of a dataset that agents keep");
   }
   if (has_blobs) {
-    const json& d = p["dataset"];
-    if (!d.is_object()) return InvalidArgument("params.dataset: must be an object");
-    for (const char* name : kDatasetFiles) {
+    const json& d = p[data_field];
+    const std::string field = std::string("params.") + data_field;
+    if (!d.is_object()) return InvalidArgument(field + ": must be an object");
+    const char* const* files = script ? kArrayFiles : kDatasetFiles;
+    for (size_t i = 0; i < 4; ++i) {
+      const char* name = files[i];
       if (!d.contains(name) || !d[name].is_string() ||
           !IsBlobHash(d[name].get_ref<const std::string&>())) {
-        return InvalidArgument(std::string("params.dataset.") + name + ": must be a blob's SHA-256");
+        return InvalidArgument(field + "." + name + ": must be a blob's SHA-256 (training in rounds "
+                               "evaluates on the test files too)");
       }
     }
-    if (d.size() != std::size(kDatasetFiles)) {
-      return InvalidArgument("params.dataset: only train_images, train_labels, test_images, "
-                             "test_labels");
+    if (d.size() != 4) {
+      return InvalidArgument(field + ": only " + files[0] + ", " + files[1] + ", " + files[2] + ", " +
+                             files[3]);
     }
     s.dataset = d;
   } else {
@@ -168,7 +195,8 @@ Result<TrainingSpec> ParseTrainingSpec(const json& p) {
   }
   if (p.contains("init")) {
     if (!p["init"].is_string() || !IsBlobHash(p["init"].get_ref<const std::string&>())) {
-      return InvalidArgument("params.init: must be a model blob's SHA-256 (safetensors)");
+      return InvalidArgument(std::string("params.init: must be a model blob's SHA-256 (safetensors") +
+                             (script ? ": the module's trainable parameters, as a train job returns them)" : ")"));
     }
     s.init = p["init"];
   }
@@ -191,7 +219,7 @@ json TrainingSpec::ToJson() const {
   json j = arch;
   if (!init.empty()) j["init"] = init;
   if (local_dataset.empty()) {
-    j["dataset"] = dataset;
+    j[arch.contains("script") ? "data" : "dataset"] = dataset;
   } else {
     j["local_dataset"] = local_dataset;
   }

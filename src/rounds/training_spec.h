@@ -2,8 +2,11 @@
 // user submits, and what the round driver and each round's tasks read back.
 //
 //   {"model": "cnn", "width": 32, "layers": 2, "dropout": 0.2,
+//      | "script": "<sha256 of a TorchScript module>", "memory_mb": 4096,
 //    "init": "<sha256 of a safetensors model>",          (optional)
-//    "dataset": {"train_images": sha, ...} | "local_dataset": "name",
+//    "dataset": {"train_images": sha, ...}
+//      | "data": {"train_inputs": sha, ...} (.npy arrays, with a script)
+//      | "local_dataset": "name",
 //    "split": "iid" | "by_label", "shards": K, "train_limit": 0,
 //    "rounds": 20, "workers": 4, "overprovision": 1.5,
 //    "quorum": 0.75, "deadline_s": 600, "min_workers": 1,
@@ -43,9 +46,12 @@ struct InnerSpec {
 };
 
 struct TrainingSpec {
-  nlohmann::json arch;          // {"model", "width", "layers", "dropout"}
+  // {"model", "width", "layers", "dropout"}, or {"script", "memory_mb"}:
+  // a user's module, whose trainable parameters are the model that rounds
+  // train (the rest of it, frozen, travels once as the module file).
+  nlohmann::json arch;
   std::string init;             // a model blob to start from; empty: the seed's
-  nlohmann::json dataset;       // the four blobs, or null with local_dataset
+  nlohmann::json dataset;       // the four blobs (IDX, or .npy with a script), or null
   std::string local_dataset;
   std::string split = "iid";
   uint32_t shards = 0;          // 0 in the input: `workers`

@@ -202,6 +202,12 @@ Result<NpyHeader> ParseNpyHeader(std::string_view prefix, uint64_t file_size, co
   NpyHeader h;
   bool have_descr = false, have_order = false, have_shape = false;
   Status st = HeaderReader(text).ReadDict([&](const std::string& key, const HeaderReader::Value& v) -> Status {
+    // A key given twice is refused: which one counts is a guess (numpy's
+    // reader keeps the last), and a header is never written so.
+    if ((key == "descr" && have_descr) || (key == "fortran_order" && have_order) ||
+        (key == "shape" && have_shape)) {
+      return InvalidArgument("npy: the header names " + key + " twice");
+    }
     if (key == "descr") {
       if (v.kind != HeaderReader::Value::kString) {
         return InvalidArgument("npy: descr is not a simple dtype (structured arrays are not supported)");

@@ -195,6 +195,11 @@ TEST(Npy, RefusesEveryLieNamingWhatIsWrong) {
       {File("{'descr': '<f4' 'fortran_order': False, 'shape': (2, 3)}", six), "no ',' after the value of 'descr'"},
       {File("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3)} trailing", six), "text after the closing }"},
       {File("['descr']", six), "it does not start with {"},
+      // Found by the fuzzer: shapes given twice once read as their concatenation.
+      {File("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), 'shape': (6,)}", six),
+       "names shape twice"},
+      {File("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2, 3)}", six),
+       "names descr twice"},
       {File("{'descr': '<f4', 'fortran_order': 1, 'shape': (2, 3)}", six), "'fortran_order' is not"},
       {File("{'descr': '<g16', 'fortran_order': False, 'shape': (2, 3)}", six), "dtype \"<g16\" is not supported"},
       {std::string("\x93NUMPY\x01\x00\xff\xff", 10) + std::string(70000, ' '), "it does not end with a newline"},
