@@ -1,5 +1,8 @@
 #include <dlfcn.h>
 #include <unistd.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include <cstdlib>
 #include <filesystem>
@@ -21,6 +24,23 @@ std::string ExecutableDir() {
 constexpr const char* kMlInstallHint =
     "install libtorch (Debian: apt-get install libtorch-dev; macOS: brew install pytorch; "
     "scripts/setup.sh does it) and rebuild, or point CLAW_ML_LIBRARY at libclaw_ml";
+
+// A process about to train or evaluate with libtorch keeps freed memory
+// for reuse. glibc serves a block over its mmap threshold (at most 32 MB)
+// with mmap and unmaps it when freed, so a tensor that big (a batch of 1000
+// images through the CNN makes several of ~100 MB) is page-faulted in and
+// zeroed anew on every call, and the heap above M_TRIM_THRESHOLD goes back
+// to the kernel just as often. Measured on this project's 2-core machine,
+// evaluating the CNN on 10,000 images in batches of 1,000 took 14 s before
+// and 1.6 s after (bench/models_bench.py; docs/benchmarks.md). The cost:
+// a worker holds its peak heap (up to 1 GiB freed) until it exits, as
+// PyTorch's users get from jemalloc or tcmalloc.
+void KeepLargeBlocks() {
+#if defined(__GLIBC__)
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
+}
 
 std::vector<std::string> Candidates() {
   std::vector<std::string> candidates;
@@ -58,6 +78,7 @@ Result<const MlApi*> Load() {
       why += " " + path + " (not this version's ML library);";
       continue;
     }
+    KeepLargeBlocks();
     return api;  // kept loaded for the life of the process
   }
   return FailedPrecondition("this process cannot run ML tasks: no usable libclaw_ml (built with "
