@@ -11,7 +11,7 @@ FUZZ_TARGETS = job_spec agent_message client_requests safetensors npy
 SAN_BUILD ?= build-sanitize
 SAN_REPORTS = $(abspath $(SAN_BUILD))/reports
 
-.PHONY: all setup configure build demo test unit integration bench bench-fedtrain bench-fedtrain-faults bench-slowlink fuzz sanitize clean format
+.PHONY: all setup configure build demo test unit integration bench bench-fedtrain bench-fedtrain-faults bench-slowlink bench-models fuzz sanitize clean format
 
 all: build
 
@@ -97,6 +97,11 @@ bench-fedtrain-faults: build
 # network namespaces, each against loopback (root; ~6 min; docs/benchmarks.md).
 bench-slowlink: build
 	/usr/bin/python3 bench/slowlink.py --claw $(BUILD)/claw
+
+# Users' TorchScript modules against PyTorch, end to end, and LoRA against
+# full fine-tuning (~3 min; docs/benchmarks.md).
+bench-models: build
+	/usr/bin/python3 bench/models_bench.py --claw $(BUILD)/claw
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')
