@@ -27,12 +27,10 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 import numpy as np
 import torch
@@ -42,6 +40,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "examples", "models"))
 from pytorch_fashion import Net  # noqa: E402
+from fedtrain_bench import free_port, metrics  # noqa: E402
 from lora import add_lora  # noqa: E402
 from trained import load_trainable  # noqa: E402
 
@@ -118,17 +117,6 @@ def write_data(out, data):
     np.save(f"{out}/train_targets.npy", idx("train-labels-idx1-ubyte.gz", 8).astype(np.int64))
     np.save(f"{out}/test_inputs.npy", idx("t10k-images-idx3-ubyte.gz", 16).reshape(-1, 28, 28))
     np.save(f"{out}/test_targets.npy", idx("t10k-labels-idx1-ubyte.gz", 8).astype(np.int64))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def metrics(http):
-    text = urllib.request.urlopen(f"http://127.0.0.1:{http}/metrics").read().decode()
-    return {k: float(v) for k, v in (line.split() for line in text.splitlines() if line and line[0] != "#")}
 
 
 class Network:

@@ -54,6 +54,16 @@ json Finite(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 
 }  // namespace
 
+SandboxLimits MlLimits(uint64_t timeout_s, uint64_t threads, uint64_t memory_mb, const RunContext& ctx) {
+  auto capped = [](uint64_t asked, uint64_t cap) { return cap == 0 ? asked : std::min(asked, cap); };
+  SandboxLimits limits;
+  limits.wall_time = std::chrono::seconds(timeout_s);
+  limits.cpu_seconds = capped(timeout_s * threads, ctx.caps.cpu_seconds);
+  limits.memory_bytes = capped(memory_mb << 20, ctx.caps.memory_bytes);
+  limits.disk_bytes = capped(limits.disk_bytes, ctx.caps.disk_bytes);
+  return limits;
+}
+
 Result<MlSandboxOutput> RunMlSandboxed(const MlSandboxRun& run, const RunContext& ctx) {
   if (!ctx.blobs) return FailedPrecondition("this worker has no blob cache");
   auto lib = ml::FindMl();
@@ -126,6 +136,13 @@ Result<MlSandboxOutput> RunMlSandboxed(const MlSandboxRun& run, const RunContext
 
 namespace {
 
+// A request's array files ({"train_inputs", ...}: paths in the sandbox).
+ml::ArrayFiles ArraysOf(const json& q) {
+  const json& d = q.value("data", json::object());
+  return {d.value("train_inputs", ""), d.value("train_targets", ""), d.value("test_inputs", ""),
+          d.value("test_targets", "")};
+}
+
 Result<json> RunRequest(const json& q) {
   auto lib = ml::LoadMl();
   if (!lib.ok()) return lib.status();
@@ -171,9 +188,7 @@ Result<json> RunRequest(const json& q) {
     ml::ScriptRoundConfig c;
     c.model = q.value("model", "");
     c.start = q.value("start", "");
-    const json& d = q.value("data", json::object());
-    c.data = {d.value("train_inputs", ""), d.value("train_targets", ""), d.value("test_inputs", ""),
-              d.value("test_targets", "")};
+    c.data = ArraysOf(q);
     c.shard.shard = q.value("shard", size_t{0});
     c.shard.shards = q.value("shards", size_t{1});
     c.shard.split = q.value("split", "iid");
@@ -201,9 +216,7 @@ Result<json> RunRequest(const json& q) {
   c.model = q.value("model", "");
   c.trainable_from = q.value("trainable_from", "");
   c.state_from = q.value("state_from", "");
-  const json& d = q.value("data", json::object());
-  c.data = {d.value("train_inputs", ""), d.value("train_targets", ""), d.value("test_inputs", ""),
-            d.value("test_targets", "")};
+  c.data = ArraysOf(q);
   c.optimizer = q.value("optimizer", c.optimizer);
   c.lr = q.value("lr", c.lr);
   c.momentum = q.value("momentum", c.momentum);

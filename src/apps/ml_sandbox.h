@@ -38,6 +38,11 @@ struct MlSandboxOutput {
   std::map<std::string, nlohmann::json> files;
 };
 
+// The sandbox's limits for a task of a user's module: `timeout_s` of wall
+// time, `threads` cores' worth of CPU time over it, `memory_mb`; each no
+// more than the contributor's caps (ctx.caps).
+SandboxLimits MlLimits(uint64_t timeout_s, uint64_t threads, uint64_t memory_mb, const RunContext& ctx);
+
 // Runs the request in the sandbox. An error names what failed: the
 // runner's own message (the module's error, a contract it breaks, data it
 // cannot read), a limit it hit, or the sandbox.

@@ -105,12 +105,8 @@ Result<std::string> RunScriptInfer(const json& t, const RunContext& ctx) {
     run.request["trainable_from"] = "trainable.safetensors";
   }
   run.outputs = {"out/predictions.npy"};
-  auto capped = [](uint64_t asked, uint64_t cap) { return cap == 0 ? asked : std::min(asked, cap); };
-  const uint64_t timeout_s = t["timeout_s"].get<uint64_t>();
-  run.limits.wall_time = std::chrono::seconds(timeout_s);
-  run.limits.cpu_seconds = capped(timeout_s * t["threads"].get<uint64_t>(), ctx.caps.cpu_seconds);
-  run.limits.memory_bytes = capped(t["memory_mb"].get<uint64_t>() << 20, ctx.caps.memory_bytes);
-  run.limits.disk_bytes = capped(run.limits.disk_bytes, ctx.caps.disk_bytes);
+  run.limits = MlLimits(t["timeout_s"].get<uint64_t>(), t["threads"].get<uint64_t>(),
+                        t["memory_mb"].get<uint64_t>(), ctx);
   auto r = RunMlSandboxed(run, ctx);
   if (!r.ok()) return r.status();
   const json& res = r->result;

@@ -309,23 +309,11 @@ Result<ScriptRoundOutcome> ScriptRound(const ScriptRoundConfig& c) {
   auto step = m.get_method("training_step");
   auto start = std::chrono::steady_clock::now();
   torch::manual_seed(c.seed);
-  std::mt19937_64 rng(c.seed);
-  std::vector<int64_t> order = *shard;
-  Shuffle(order, rng);
-  size_t at = 0;
+  ShardBatches batches(std::move(*shard), c.seed);
   double loss_sum = 0;
   m.train();
   for (int s = 0; s < c.steps; ++s) {
-    // Batches walk the shuffled shard, reshuffled after each pass.
-    std::vector<int64_t> idx;
-    idx.reserve(static_cast<size_t>(c.batch));
-    while (idx.size() < static_cast<size_t>(c.batch)) {
-      if (at == order.size()) {
-        Shuffle(order, rng);
-        at = 0;
-      }
-      idx.push_back(order[at++]);
-    }
+    std::vector<int64_t> idx = batches.Next(static_cast<size_t>(c.batch));
     auto ids = torch::from_blob(idx.data(), {static_cast<int64_t>(idx.size())}, torch::kInt64);
     auto loss = Step(step, *optimizer, train->inputs.index_select(0, ids), train->targets.index_select(0, ids));
     if (!loss.ok()) return loss.status();

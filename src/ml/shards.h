@@ -43,4 +43,31 @@ inline Result<std::vector<int64_t>> ShardRows(int64_t n, const int64_t* labels, 
                               order.begin() + static_cast<ptrdiff_t>(end));
 }
 
+// The batches of a round's steps: rows of the shard in a shuffled order,
+// reshuffled after each pass, drawn from `seed` alone (so every platform
+// draws the same).
+class ShardBatches {
+ public:
+  ShardBatches(std::vector<int64_t> rows, uint64_t seed) : order_(std::move(rows)), rng_(seed) {
+    Shuffle(order_, rng_);
+  }
+  std::vector<int64_t> Next(size_t batch) {
+    std::vector<int64_t> idx;
+    idx.reserve(batch);
+    while (idx.size() < batch) {
+      if (at_ == order_.size()) {
+        Shuffle(order_, rng_);
+        at_ = 0;
+      }
+      idx.push_back(order_[at_++]);
+    }
+    return idx;
+  }
+
+ private:
+  std::vector<int64_t> order_;
+  std::mt19937_64 rng_;
+  size_t at_ = 0;
+};
+
 }  // namespace claw::ml

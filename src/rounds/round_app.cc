@@ -121,14 +121,8 @@ const char* const kArrayFiles[] = {"train_inputs", "train_targets", "test_inputs
 // The sandbox's limits for a task of a user's module: its memory, the
 // round's deadline, the agent's caps.
 SandboxLimits ScriptLimits(const json& p, const RunContext& ctx) {
-  auto capped = [](uint64_t asked, uint64_t cap) { return cap == 0 ? asked : std::min(asked, cap); };
-  SandboxLimits limits;
-  const uint64_t timeout_s = p.value("deadline_s", uint64_t{3600});
-  limits.wall_time = std::chrono::seconds(timeout_s);
-  limits.cpu_seconds = capped(timeout_s * p.value("threads", uint64_t{1}), ctx.caps.cpu_seconds);
-  limits.memory_bytes = capped(p["arch"].value("memory_mb", uint64_t{4096}) << 20, ctx.caps.memory_bytes);
-  limits.disk_bytes = capped(limits.disk_bytes, ctx.caps.disk_bytes);
-  return limits;
+  return MlLimits(p.value("deadline_s", uint64_t{3600}), p.value("threads", uint64_t{1}),
+                  p["arch"].value("memory_mb", uint64_t{4096}), ctx);
 }
 
 // The first model of a training of a user's module: its own trainable
