@@ -18,6 +18,7 @@
 #include "protocol/signing.h"
 #include "rounds/weights.h"
 #include "tensors/npy.h"
+#include "tensors/npz.h"
 #include "tensors/safetensors.h"
 #include "store/store.h"
 
@@ -237,6 +238,27 @@ inline void FuzzNpy(std::string_view input) {
   FuzzCheck(again.ok() && again->shape == t->shape && again->dtype == t->dtype &&
                 again->data == t->data,
             "a written array reads otherwise");
+}
+
+// A .npz archive: read within small limits (an inflated member stops at its
+// declared size, which the limit bounds), each member as a .npy file.
+inline void FuzzNpz(std::string_view input) {
+  tensors::NpzLimits limits;
+  limits.max_member_bytes = 1 << 20;
+  limits.max_total_bytes = 4 << 20;
+  auto members = tensors::ReadNpz(input, limits);
+  if (!members.ok()) {
+    FuzzCheck(!members.status().message().empty(), "an error without a message");
+    return;
+  }
+  uint64_t total = 0;
+  for (const auto& m : *members) {
+    FuzzCheck(!m.name.empty() && m.name.find('/') == std::string::npos, "a member name with a path");
+    FuzzCheck(m.bytes.size() <= limits.max_member_bytes, "a member over the limit");
+    total += m.bytes.size();
+    FuzzNpy(m.bytes);
+  }
+  FuzzCheck(total <= limits.max_total_bytes, "members over the total limit");
 }
 
 }  // namespace claw

@@ -25,6 +25,7 @@
 #include "common/files.h"
 #include "coordinator/certificates.h"
 #include "coordinator/server.h"
+#include "tensors/npz.h"
 
 namespace claw {
 
@@ -288,7 +289,30 @@ std::string UploadScript(const Client& client, const std::string& file, bool for
 // {"train_inputs": "<sha256>", ...}.
 // For infer, DIR's inputs.npy and targets.npy (or else its test_inputs.npy
 // and test_targets.npy) as {"inputs", "targets"}.
-nlohmann::json UploadArrays(const Client& client, const std::string& dir, bool infer) {
+nlohmann::json UploadArrays(const Client& client, const std::string& path, bool infer) {
+  // An .npz archive is taken apart here: each array goes up as the .npy
+  // file it holds (agents read .npy files alone).
+  std::string dir = path;
+  struct TempDir {
+    std::string path;
+    ~TempDir() {
+      std::error_code ec;
+      if (!path.empty()) std::filesystem::remove_all(path, ec);
+    }
+  } unpacked;
+  if (path.ends_with(".npz") && std::filesystem::is_regular_file(path)) {
+    std::ifstream f(path, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    auto members = tensors::ReadNpz(ss.str());
+    if (!members.ok()) throw CLI::RuntimeError(Fail(InvalidArgument("--data " + path + ": " + members.status().message())));
+    unpacked.path = (std::filesystem::temp_directory_path() / ("claw-npz-" + RandomHex(6))).string();
+    std::filesystem::create_directories(unpacked.path);
+    for (const auto& m : *members) {
+      std::ofstream(unpacked.path + "/" + m.name + ".npy", std::ios::binary) << m.bytes;
+    }
+    dir = unpacked.path;
+  }
   std::vector<std::string> inputs;
   auto add = [&](const std::string& key, const std::string& name) {
     std::string path = dir + "/" + name + ".npy";
@@ -306,8 +330,8 @@ nlohmann::json UploadArrays(const Client& client, const std::string& dir, bool i
   }
   if (inputs.empty()) {
     throw CLI::RuntimeError(Fail(InvalidArgument(
-        "--data " + dir + (infer ? ": no inputs.npy (or test_inputs.npy) there"
-                                 : ": no train_inputs.npy or train_targets.npy there"))));
+        "--data " + path + (infer ? ": no inputs.npy (or test_inputs.npy) there"
+                                  : ": no train_inputs.npy or train_targets.npy there"))));
   }
   return UploadInputs(client, inputs);
 }
@@ -380,7 +404,8 @@ void AddSubmit(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
   cmd->add_option("--data", *data,
                   "train with --script: upload DIR's train_inputs.npy, train_targets.npy, "
                   "test_inputs.npy and test_targets.npy as params.data; infer: DIR's "
-                  "inputs.npy and targets.npy (else test_inputs.npy, test_targets.npy)");
+                  "inputs.npy and targets.npy (else test_inputs.npy, test_targets.npy); or an "
+                  ".npz archive holding arrays of those names");
   cmd->add_option("--model-of", *model_of,
                   "infer: use the model of this train or sweep job's best trial (a script "
                   "model: its module and trained parameters)");

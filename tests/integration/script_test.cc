@@ -59,7 +59,7 @@ TEST_F(UserModels, AScriptModelTrainsPredictsAndSendsBackItsTrainableParametersA
   // The whole model trains; with the first layer frozen, only the rest;
   // with LoRA adapters on a frozen base, only the adapters.
   std::string whole = Submit("mlp.pt", "data", {"-p", "epochs=2", "-p", "lr=0.003"});
-  std::string frozen = Submit("frozen.pt", "data", {"-p", "epochs=1"});
+  std::string frozen = Submit("frozen.pt", "data.npz", {"-p", "epochs=1"});  // the arrays as an .npz
   std::string lora = Submit("lora.pt", "data", {"-p", "epochs=2", "-p", "lr=0.01"});
   for (const std::string& job : {whole, frozen, lora}) {
     v1::JobInfo end = WaitForJobEnd(client, job, seconds(180));

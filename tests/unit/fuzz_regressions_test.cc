@@ -33,6 +33,7 @@ TEST(FuzzRegressions, AgentMessage) { ReplayAll("agent_message", FuzzAgentMessag
 TEST(FuzzRegressions, ClientRequests) { ReplayAll("client_requests", FuzzClientRequests); }
 TEST(FuzzRegressions, Safetensors) { ReplayAll("safetensors", FuzzSafetensors); }
 TEST(FuzzRegressions, Npy) { ReplayAll("npy", FuzzNpy); }
+TEST(FuzzRegressions, Npz) { ReplayAll("npz", FuzzNpz); }
 
 }  // namespace
 }  // namespace claw

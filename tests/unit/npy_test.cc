@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "tensors/npy.h"
+#include "tensors/npz.h"
 #include "tests/requirements.h"
 
 namespace claw {
@@ -235,6 +236,94 @@ TEST(Npy, Bf16HasNoNumpyDtype) {
   auto bytes = WriteNpy(t);
   ASSERT_FALSE(bytes.ok());
   EXPECT_NE(bytes.status().message().find("BF16 has no numpy dtype"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace claw
+
+// ---- .npz archives (src/tensors/npz.h) -----------------------------------------
+
+namespace claw {
+namespace {
+
+// What numpy.savez and numpy.savez_compressed write reads back as the very
+// .npy files numpy.save writes, member by member.
+TEST_F(NpyFromNumpy, NpzArchivesReadAsTheNpyFilesTheyHold) {
+  Numpy(dir_, R"(
+a = np.arange(12, dtype=np.uint8).reshape(3, 4)
+b = np.linspace(0, 1, 1000, dtype=np.float32).reshape(10, 100)
+np.savez('s.npz', train_inputs=a, train_targets=b)
+np.savez_compressed('c.npz', train_inputs=a, train_targets=b)
+np.save('a.npy', a)
+np.save('b.npy', b)
+)");
+  for (const char* archive : {"s.npz", "c.npz"}) {
+    auto m = ReadNpz(ReadAll(dir_ / archive));
+    ASSERT_TRUE(m.ok()) << archive << ": " << m.status().ToString();
+    ASSERT_EQ(m->size(), 2u) << archive;
+    EXPECT_EQ((*m)[0].name, "train_inputs");
+    EXPECT_EQ((*m)[1].name, "train_targets");
+    EXPECT_EQ((*m)[0].bytes, ReadAll(dir_ / "a.npy")) << archive;
+    EXPECT_EQ((*m)[1].bytes, ReadAll(dir_ / "b.npy")) << archive;
+  }
+}
+
+TEST_F(NpyFromNumpy, NpzArchivesThatLieAreRefusedNamingWhy) {
+  // Archives Python's zipfile writes on purpose wrong, and bytes changed.
+  Numpy(dir_, R"(
+import zipfile, io
+np.save('x.npy', np.zeros(1000, dtype=np.float32))
+raw = open('x.npy', 'rb').read()
+def zipped(name, members, method=zipfile.ZIP_STORED):
+    with zipfile.ZipFile(name, 'w', method) as z:
+        for n, d in members:
+            z.writestr(n, d)
+zipped('path.npz', [('../evil.npy', raw)])
+zipped('dir.npz', [('sub/x.npy', raw)])
+zipped('notnpy.npz', [('x.txt', raw)])
+zipped('bz.npz', [('x.npy', raw)], zipfile.ZIP_BZIP2)
+zipped('twice.npz', [('x.npy', raw), ('x.npy', raw)])
+zipped('deflated.npz', [('x.npy', raw)], zipfile.ZIP_DEFLATED)
+)");
+  const std::string deflated = ReadAll(dir_ / "deflated.npz");
+  ASSERT_TRUE(ReadNpz(deflated).ok());
+  // The central directory's CRC, then its uncompressed size, falsified:
+  // a deflated member that inflates beyond what it declares is a bomb.
+  const size_t central = deflated.find("PK\x01\x02");
+  ASSERT_NE(central, std::string::npos);
+  std::string crc = deflated, small = deflated;
+  crc[central + 16] ^= 1;
+  small[central + 24] = 10;
+  small[central + 25] = small[central + 26] = small[central + 27] = 0;
+  std::string encrypted = deflated;
+  encrypted[central + 8] |= 1;
+  struct Case {
+    std::string bytes, error;
+  };
+  std::vector<Case> cases = {
+      {"", "not a ZIP archive"},
+      {ReadAll(dir_ / "x.npy"), "no end of central directory"},
+      {ReadAll(dir_ / "path.npz"), "member ../evil.npy: not a plain name"},
+      {ReadAll(dir_ / "dir.npz"), "member sub/x.npy: not a plain name"},
+      {ReadAll(dir_ / "notnpy.npz"), "member x.txt: not a plain name ending in .npy"},
+      {ReadAll(dir_ / "bz.npz"), "compression method 12"},
+      {ReadAll(dir_ / "twice.npz"), "member x.npy: in the archive twice"},
+      {crc, "CRC-32 does not match"},
+      {small, "does not inflate to its declared 10 bytes"},
+      {encrypted, "encrypted"},
+      {"X" + deflated.substr(1), "member x.npy: no local header where the directory says"},
+  };
+  for (const Case& c : cases) {
+    auto m = ReadNpz(c.bytes);
+    ASSERT_FALSE(m.ok()) << "accepted: " << c.error;
+    EXPECT_NE(m.status().message().find(c.error), std::string::npos)
+        << "wanted \"" << c.error << "\", got \"" << m.status().message() << "\"";
+  }
+  NpzLimits tight;
+  tight.max_member_bytes = 100;
+  auto over = ReadNpz(deflated, tight);
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.status().message().find("over the limit"), std::string::npos) << over.status().message();
 }
 
 }  // namespace

@@ -10,6 +10,7 @@ made with Debian's PyTorch and numpy into the directory given:
   hog.pt        a training_step that allocates without bound
   data/         train_inputs.npy (uint8 N x 28 x 28), train_targets.npy
                 (int64 N), test_inputs.npy, test_targets.npy: Fashion-MNIST
+  data.npz      the same arrays as one archive (numpy.savez_compressed)
   short/        train_targets.npy with one row fewer than data/'s inputs
 
     /usr/bin/python3 make.py OUT_DIR FASHION_MNIST_DIR ESCAPE_TARGET
@@ -29,6 +30,9 @@ from lora import add_lora  # noqa: E402
 
 out, fashion, escape_target = sys.argv[1], sys.argv[2], sys.argv[3]
 write_data(out, fashion, train_rows=2000, test_rows=500)
+# The same arrays in one .npz archive (claw submit --data takes either).
+np.savez_compressed(f"{out}/data.npz", **{k: np.load(f"{out}/data/{k}.npy") for k in
+                                           ("train_inputs", "train_targets", "test_inputs", "test_targets")})
 os.makedirs(f"{out}/short", exist_ok=True)
 np.save(f"{out}/short/train_inputs.npy", np.load(f"{out}/data/train_inputs.npy"))
 np.save(f"{out}/short/train_targets.npy", np.load(f"{out}/data/train_targets.npy")[:-1])
