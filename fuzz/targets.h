@@ -19,6 +19,7 @@
 #include "rounds/weights.h"
 #include "tensors/npy.h"
 #include "tensors/npz.h"
+#include "tensors/tokens.h"
 #include "tensors/safetensors.h"
 #include "store/store.h"
 
@@ -259,6 +260,34 @@ inline void FuzzNpz(std::string_view input) {
     FuzzNpy(m.bytes);
   }
   FuzzCheck(total <= limits.max_total_bytes, "members over the total limit");
+}
+
+// Any bytes as a token file (a language model's text, read on contributors'
+// machines): it is refused with a message, or its header, its size and
+// every token agree, and the tokens write out to the same file.
+inline void FuzzTokens(std::string_view input) {
+  tensors::TokenLimits limits;
+  limits.max_count = 1 << 20;
+  auto h = tensors::CheckTokenFile(input, limits);
+  if (!h.ok()) {
+    FuzzCheck(!h.status().message().empty(), "an error without a message");
+    return;
+  }
+  FuzzCheck(input.size() == tensors::kTokenHeaderBytes + h->count * h->width, "size differs from the header");
+  auto alone = tensors::ParseTokenHeader(input.substr(0, tensors::kTokenHeaderBytes), input.size(), limits);
+  FuzzCheck(alone.ok() && alone->count == h->count && alone->vocab == h->vocab, "the header alone reads otherwise");
+  std::vector<uint32_t> tokens(h->count);
+  for (uint64_t i = 0; i < h->count; ++i) {
+    tokens[i] = tensors::TokenAt(input, *h, i);
+    FuzzCheck(tokens[i] < h->vocab, "a token outside the vocabulary passed");
+  }
+  auto again = tensors::WriteTokenFile(tokens, h->vocab);
+  FuzzCheck(again.ok(), "checked tokens do not write");
+  auto back = tensors::CheckTokenFile(*again, limits);
+  FuzzCheck(back.ok() && back->count == h->count && back->vocab == h->vocab, "written tokens read otherwise");
+  for (uint64_t i = 0; i < h->count; ++i) {
+    FuzzCheck(tensors::TokenAt(*again, *back, i) == tokens[i], "a written token reads otherwise");
+  }
 }
 
 }  // namespace claw

@@ -28,6 +28,9 @@ DEBIAN_PACKAGES=(
   povray povray-includes python3 curl sqlite3
   # the PyTorch baseline of bench/ (bench/pytorch_fashion.py imports numpy and torch)
   python3-torch python3-numpy
+  # the language model example's pre-training text (examples/lm/corpus.py; its
+  # fine-tuning text, the licences of base-files, is on every Debian system)
+  fortunes
 )
 # macOS (untested here: no Mac in CI). Differences from Debian: the sandbox is
 # macOS's own sandbox-exec (no bubblewrap); Homebrew's povray carries its
@@ -35,7 +38,8 @@ DEBIAN_PACKAGES=(
 # no Fashion-MNIST, so the ML tests and examples need its four IDX files in
 # /usr/share/datasets/fashion-mnist (or CLAW_FASHION_MNIST pointing at them).
 BREW_PACKAGES=(cmake pkg-config grpc protobuf sqlite libsodium nlohmann-json openssl
-  libmicrohttpd cpp-httplib cli11 spdlog zstd googletest google-benchmark llvm povray pytorch numpy)
+  libmicrohttpd cpp-httplib cli11 spdlog zstd googletest google-benchmark llvm povray pytorch numpy
+  fortune)
 
 case "$(uname -s)" in
   Linux)

@@ -91,6 +91,13 @@ inline Status NeedPythonTorch() {
                             "python3-torch python3-numpy (scripts/setup.sh installs them)");
 }
 
+// The language model example's pre-training text (examples/lm/corpus.py).
+inline Status NeedFortunes() {
+  if (std::system("test -f /usr/share/games/fortunes/science") == 0) return Status::Ok();
+  return FailedPrecondition("no /usr/share/games/fortunes: apt-get install fortunes (scripts/setup.sh "
+                            "installs it)");
+}
+
 }  // namespace claw::testing
 
 // Fails the test (or, with CLAW_TESTS_MAY_SKIP=1, skips it) when the Status

@@ -36,16 +36,18 @@ class LoRALinear(nn.Module):
         return F.linear(x, self.weight, self.bias) + F.linear(F.linear(x, self.lora_a), self.lora_b) * self.scale
 
 
-def add_lora(module: nn.Module, rank: int = 4, alpha: float = 8.0) -> nn.Module:
+def add_lora(module: nn.Module, rank: int = 4, alpha: float = 8.0, only=None) -> nn.Module:
     """Replaces every nn.Linear inside `module` (an eager module) by a
-    LoRALinear around it; freezes everything else."""
+    LoRALinear around it (with `only`, a set of names, just the layers of
+    those names, e.g. {"q", "v"} for attention's query and value
+    projections); freezes everything else."""
     for p in module.parameters():
         p.requires_grad_(False)
     for name, child in list(module.named_children()):
-        if isinstance(child, nn.Linear):
+        if isinstance(child, nn.Linear) and (only is None or name in only):
             setattr(module, name, LoRALinear(child, rank, alpha))
         else:
-            add_lora(child, rank, alpha)
+            add_lora(child, rank, alpha, only)
     return module
 
 

@@ -140,7 +140,8 @@ namespace {
 ml::ArrayFiles ArraysOf(const json& q) {
   const json& d = q.value("data", json::object());
   return {d.value("train_inputs", ""), d.value("train_targets", ""), d.value("test_inputs", ""),
-          d.value("test_targets", "")};
+          d.value("test_targets", ""),  d.value("train_tokens", ""),  d.value("test_tokens", ""),
+          q.value("block", int64_t{0})};
 }
 
 Result<json> RunRequest(const json& q) {

@@ -4,13 +4,12 @@
 #include "apps/ml_sandbox.h"
 #include "common/blobs.h"
 #include "core/json_fields.h"
+#include "core/model_data.h"
 
 namespace claw {
 namespace {
 
 using nlohmann::json;
-
-const char* const kDataFiles[] = {"train_inputs", "train_targets", "test_inputs", "test_targets"};
 
 }  // namespace
 
@@ -28,35 +27,17 @@ Result<json> CheckScriptTrial(const json& params, const std::string& prefix) {
   CLAW_RETURN_IF_ERROR(f.NoUnknownFields({"script", "data", "lr", "batch", "epochs", "optimizer",
                                           "momentum", "weight_decay", "seed", "train_limit",
                                           "test_limit", "threads", "eval_batch", "memory_mb",
-                                          "timeout_s", "save_model", "trainable", "resume"}));
+                                          "timeout_s", "save_model", "trainable", "resume", "block"}));
   json out = json::object();
   if (!params["script"].is_string() || !IsBlobHash(params["script"].get_ref<const std::string&>())) {
     return InvalidArgument(prefix + ".script: must be the TorchScript file's blob SHA-256 "
                            "(claw submit --script FILE uploads it)");
   }
   out["script"] = params["script"];
-  const json* data = params.contains("data") ? &params["data"] : nullptr;
-  if (!data || !data->is_object()) {
-    return InvalidArgument(prefix + ".data: {\"train_inputs\", \"train_targets\", \"test_inputs\", "
-                           "\"test_targets\"} as .npy blobs is required (claw submit --data DIR "
-                           "uploads them)");
-  }
-  for (const auto& [key, value] : data->items()) {
-    if (std::find(std::begin(kDataFiles), std::end(kDataFiles), key) == std::end(kDataFiles)) {
-      return InvalidArgument(prefix + ".data." + key.substr(0, 64) +
-                             ": unknown (train_inputs, train_targets, test_inputs, test_targets)");
-    }
-    if (!value.is_string() || !IsBlobHash(value.get_ref<const std::string&>())) {
-      return InvalidArgument(prefix + ".data." + key + ": must be a blob's SHA-256");
-    }
-  }
-  for (const char* required : {"train_inputs", "train_targets"}) {
-    if (!data->contains(required)) return InvalidArgument(prefix + ".data." + required + ": required");
-  }
-  if (data->contains("test_inputs") != data->contains("test_targets")) {
-    return InvalidArgument(prefix + ".data: test_inputs and test_targets go together");
-  }
-  out["data"] = *data;
+  auto data = CheckModelData(params, prefix, false);
+  if (!data.ok()) return data.status();
+  out["data"] = data->data;
+  if (data->block > 0) out["block"] = data->block;
   // Each field read with its default; the first error is the answer.
   FieldsInto put(out);
   put("lr", f.Number("lr", 1e-9, 10, 1e-3));
@@ -108,10 +89,10 @@ Result<std::string> RunScriptTrial(const json& t, const RunContext& ctx) {
   run.inputs["model.pt"] = t["script"].get<std::string>();
   json data = json::object();
   for (const auto& [key, hash] : t["data"].items()) {
-    run.inputs["data/" + key + ".npy"] = hash.get<std::string>();
-    data[key] = "data/" + key + ".npy";
+    run.inputs["data/" + ModelDataFile(key)] = hash.get<std::string>();
+    data[key] = "data/" + ModelDataFile(key);
   }
-  run.request = {{"op", "train"}, {"model", "model.pt"}, {"data", data}};
+  run.request = {{"op", "train"}, {"model", "model.pt"}, {"data", data}, {"block", t.value("block", 0)}};
   if (t.contains("resume")) {
     run.inputs["resume/trainable.safetensors"] = t["resume"]["trainable"].get<std::string>();
     run.inputs["resume/state.pt"] = t["resume"]["state"].get<std::string>();

@@ -344,7 +344,21 @@ std::vector<std::string> SweepApp::SpecInputBlobs(const JobSpec& spec) const {
   JobSpec base;
   base.app = inner->Name();
   base.params = spec.params.value("base", json::object());
-  return inner->SpecInputBlobs(base);
+  std::vector<std::string> out = inner->SpecInputBlobs(base);
+  // Blobs swept over (a list of modules, say): each value in the base.
+  const json space = spec.params.value("space", json::object());
+  if (!base.params.is_object() || !space.is_object()) return out;
+  for (const auto& [name, values] : space.items()) {
+    if (!values.is_array()) continue;
+    for (const json& v : values) {
+      JobSpec one = base;
+      one.params[name] = v;
+      for (std::string& h : inner->SpecInputBlobs(one)) {
+        if (std::find(out.begin(), out.end(), h) == out.end()) out.push_back(std::move(h));
+      }
+    }
+  }
+  return out;
 }
 
 std::vector<std::string> SweepApp::TaskInputBlobs(std::string_view task_params) const {

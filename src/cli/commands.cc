@@ -21,11 +21,13 @@
 #include "cli/detach.h"
 #include "cli/output.h"
 #include "ml/api.h"
+#include "common/blobs.h"
 #include "common/crypto.h"
 #include "common/files.h"
 #include "coordinator/certificates.h"
 #include "coordinator/server.h"
 #include "tensors/npz.h"
+#include "tensors/tokens.h"
 
 namespace claw {
 
@@ -215,11 +217,16 @@ std::string ReadSpec(const std::string& path) {
     ss << std::cin.rdbuf();
     return ss.str();
   }
-  std::ifstream f(path);
-  if (!f) throw CLI::RuntimeError(Fail(NotFound("cannot read spec file " + path)));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  auto text = ReadWholeFile(path);
+  if (!text.ok()) throw CLI::RuntimeError(Fail(NotFound("cannot read spec file " + path)));
+  return *text;
+}
+
+// A file the CLI must read (a dataset's), or the command fails naming it.
+std::string MustRead(const std::string& path) {
+  auto bytes = ReadWholeFile(path);
+  if (!bytes.ok()) throw CLI::RuntimeError(Fail(bytes.status()));
+  return *bytes;
 }
 
 // "k=v": v as JSON when it parses (numbers, true, [..]), else as a string.
@@ -284,6 +291,33 @@ std::string UploadScript(const Client& client, const std::string& file, bool for
   return UploadInputs(client, {"script=" + file})["script"];
 }
 
+// A spec file may name TorchScript modules by path where a blob hash goes:
+// params.script, a sweep's params.base.script, and each value of a sweep's
+// params.space.script (a sweep over modules: LoRA ranks, architectures).
+// Each is checked and uploaded, and replaced by its hash; a relative path
+// is taken from the spec file's directory. Whether anything was.
+bool UploadScriptPaths(const Client& client, const std::string& spec_file, nlohmann::json& spec) {
+  const std::filesystem::path dir =
+      spec_file == "-" ? std::filesystem::path(".") : std::filesystem::path(spec_file).parent_path();
+  bool changed = false;
+  auto upload = [&](nlohmann::json& value) {
+    if (!value.is_string() || IsBlobHash(value.get_ref<const std::string&>())) return;
+    std::filesystem::path path = value.get<std::string>();
+    if (path.is_relative()) path = dir / path;
+    value = UploadScript(client, path.string(), spec.value("app", "") != "infer");
+    changed = true;
+  };
+  if (!spec.contains("params") || !spec["params"].is_object()) return false;
+  nlohmann::json& p = spec["params"];
+  if (p.contains("script")) upload(p["script"]);
+  if (p.contains("base") && p["base"].is_object() && p["base"].contains("script")) upload(p["base"]["script"]);
+  if (p.contains("space") && p["space"].is_object() && p["space"].contains("script") &&
+      p["space"]["script"].is_array()) {
+    for (auto& v : p["space"]["script"]) upload(v);
+  }
+  return changed;
+}
+
 // Uploads the .npy files of an array dataset directory (train_inputs.npy,
 // train_targets.npy and, if there, test_inputs.npy and test_targets.npy);
 // {"train_inputs": "<sha256>", ...}.
@@ -301,10 +335,7 @@ nlohmann::json UploadArrays(const Client& client, const std::string& path, bool 
     }
   } unpacked;
   if (path.ends_with(".npz") && std::filesystem::is_regular_file(path)) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    auto members = tensors::ReadNpz(ss.str());
+    auto members = tensors::ReadNpz(MustRead(path));
     if (!members.ok()) throw CLI::RuntimeError(Fail(InvalidArgument("--data " + path + ": " + members.status().message())));
     unpacked.path = (std::filesystem::temp_directory_path() / ("claw-npz-" + RandomHex(6))).string();
     std::filesystem::create_directories(unpacked.path);
@@ -324,6 +355,25 @@ nlohmann::json UploadArrays(const Client& client, const std::string& path, bool 
     if (inputs.empty()) {
       add("inputs", "test_inputs");
       add("targets", "test_targets");
+    }
+  } else if (std::filesystem::exists(dir + "/train.tokens") || std::filesystem::exists(dir + "/train.txt")) {
+    // A language model's text: token files, or UTF-8 text taken as byte
+    // tokens here. Checked before they go up.
+    for (const char* split : {"train", "test"}) {
+      std::string file = dir + "/" + split + ".tokens";
+      const std::string text = dir + "/" + split + ".txt";
+      if (!std::filesystem::exists(file) && std::filesystem::exists(text)) {
+        if (unpacked.path.empty()) {
+          unpacked.path = (std::filesystem::temp_directory_path() / ("claw-text-" + RandomHex(6))).string();
+          std::filesystem::create_directories(unpacked.path);
+        }
+        file = unpacked.path + "/" + split + ".tokens";
+        std::ofstream(file, std::ios::binary) << tensors::TextTokenFile(MustRead(text));
+      }
+      if (!std::filesystem::exists(file)) continue;
+      auto h = tensors::CheckTokenFile(MustRead(file));
+      if (!h.ok()) throw CLI::RuntimeError(Fail(InvalidArgument(file + ": " + h.status().message())));
+      inputs.push_back(std::string(split) + "_tokens=" + file);
     }
   } else {
     for (const char* key : {"train_inputs", "train_targets", "test_inputs", "test_targets"}) add(key, key);
@@ -405,7 +455,9 @@ void AddSubmit(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
                   "train with --script: upload DIR's train_inputs.npy, train_targets.npy, "
                   "test_inputs.npy and test_targets.npy as params.data; infer: DIR's "
                   "inputs.npy and targets.npy (else test_inputs.npy, test_targets.npy); or an "
-                  ".npz archive holding arrays of those names");
+                  ".npz archive holding arrays of those names; or DIR's train.tokens and "
+                  "test.tokens (a language model's token files), or train.txt and test.txt "
+                  "(UTF-8 text, uploaded as byte tokens; give -p block=N)");
   cmd->add_option("--model-of", *model_of,
                   "infer: use the model of this train or sweep job's best trial (a script "
                   "model: its module and trained parameters)");
@@ -427,6 +479,8 @@ void AddSubmit(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
     }
     if (!file->empty()) {
       spec = ReadSpec(*file);
+      auto parsed = nlohmann::json::parse(spec, nullptr, false);
+      if (parsed.is_object() && UploadScriptPaths(Connect(*target), *file, parsed)) spec = parsed.dump();
       if (!dataset->empty() || !model_of->empty() || !script->empty() || !data->empty()) {
         // fill them into the file's spec
         auto j = nlohmann::json::parse(spec, nullptr, false);

@@ -6,8 +6,18 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 namespace claw {
+
+Result<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return NotFound("cannot read " + path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  if (f.bad()) return Unavailable("cannot read " + path);
+  return ss.str();
+}
 
 Status WriteFileAtomically(const std::string& path, const std::string& content, mode_t mode) {
   std::string tmp = path + ".tmp";

@@ -14,6 +14,9 @@ namespace claw {
 // `mode` (e.g. 0600 for keys and tokens) before it appears under its name.
 Status WriteFileAtomically(const std::string& path, const std::string& content, mode_t mode);
 
+// The whole file; NotFound naming it when it cannot be read.
+Result<std::string> ReadWholeFile(const std::string& path);
+
 // Closes every descriptor from `first` up (close_range where there is one).
 // Async-signal-safe: for a child between fork and exec.
 void CloseFrom(int first) noexcept;

@@ -13,6 +13,7 @@
 #include "ml/shards.h"
 #include "tensors/npy.h"
 #include "tensors/safetensors.h"
+#include "tensors/tokens.h"
 
 namespace claw::ml {
 namespace {
@@ -63,6 +64,34 @@ struct Rows {
   torch::Tensor inputs, targets;
 };
 
+// A token file as rows: windows of `block` tokens one after another, and
+// the same one token later as targets (views of one int64 tensor).
+Result<Rows> LoadTokenRows(const std::string& path, int64_t block, const std::string& what) {
+  if (block < 1) return InvalidArgument("block: the tokens in a row, at least 1");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return InvalidArgument(what + ": cannot open " + path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string bytes = ss.str();
+  auto h = tensors::CheckTokenFile(bytes);
+  if (!h.ok()) return InvalidArgument(what + ": " + h.status().message());
+  const auto rows = static_cast<int64_t>(h->Windows(static_cast<uint64_t>(block)));
+  if (rows == 0) {
+    return InvalidArgument(what + ": " + std::to_string(h->count) + " tokens make no row of block " +
+                           std::to_string(block) + " (and its next token)");
+  }
+  const auto n = static_cast<int64_t>(h->count);
+  void* data = const_cast<char*>(bytes.data()) + tensors::kTokenHeaderBytes;
+  torch::Tensor all;
+  switch (h->width) {
+    case 1: all = torch::from_blob(data, {n}, torch::kUInt8).to(torch::kInt64); break;
+    case 2: all = torch::from_blob(data, {n}, torch::kInt16).to(torch::kInt64).bitwise_and(int64_t{0xffff}); break;
+    default: all = torch::from_blob(data, {n}, torch::kInt32).to(torch::kInt64).bitwise_and(int64_t{0xffffffff}); break;
+  }
+  const int64_t used = rows * block;
+  return Rows{all.narrow(0, 0, used).view({rows, block}), all.narrow(0, 1, used).view({rows, block})};
+}
+
 Result<Rows> LoadRows(const std::string& inputs, const std::string& targets, size_t limit,
                       const std::string& split) {
   auto x = LoadNpy(inputs, split + "_inputs");
@@ -78,6 +107,21 @@ Result<Rows> LoadRows(const std::string& inputs, const std::string& targets, siz
   if (limit > 0 && static_cast<int64_t>(limit) < r.inputs.size(0)) {
     r.inputs = r.inputs.narrow(0, 0, static_cast<int64_t>(limit));
     r.targets = r.targets.narrow(0, 0, static_cast<int64_t>(limit));
+  }
+  return r;
+}
+
+// The training or test rows of a dataset: arrays or tokens.
+Result<Rows> LoadSplit(const ArrayFiles& files, bool train, size_t limit) {
+  const std::string& tokens = train ? files.train_tokens : files.test_tokens;
+  if (tokens.empty()) {
+    return train ? LoadRows(files.train_inputs, files.train_targets, limit, "train")
+                 : LoadRows(files.test_inputs, files.test_targets, limit, "test");
+  }
+  auto r = LoadTokenRows(tokens, files.block, train ? "train_tokens" : "test_tokens");
+  if (r.ok() && limit > 0 && static_cast<int64_t>(limit) < r->inputs.size(0)) {
+    r->inputs = r->inputs.narrow(0, 0, static_cast<int64_t>(limit));
+    r->targets = r->targets.narrow(0, 0, static_cast<int64_t>(limit));
   }
   return r;
 }
@@ -278,7 +322,7 @@ Result<ScriptRoundOutcome> ScriptRound(const ScriptRoundConfig& c) {
   CLAW_RETURN_IF_ERROR(LoadTrainable(m, c.start));
   ScriptRoundOutcome out;
   if (evaluate) {
-    auto test = LoadRows(c.data.test_inputs, c.data.test_targets, 0, "test");
+    auto test = LoadSplit(c.data, false, 0);
     if (!test.ok()) return test.status();
     const int64_t n = test->inputs.size(0);
     if (static_cast<int64_t>(c.eval_end) > n) {
@@ -294,7 +338,7 @@ Result<ScriptRoundOutcome> ScriptRound(const ScriptRoundConfig& c) {
     out.eval_correct = std::llround(e->accuracy * static_cast<double>(len));
   }
   if (c.steps == 0) return out;
-  auto train = LoadRows(c.data.train_inputs, c.data.train_targets, c.shard.limit, "train");
+  auto train = LoadSplit(c.data, true, c.shard.limit);
   if (!train.ok()) return train.status();
   // by_label needs class labels: integer targets, one a row.
   torch::Tensor labels;
@@ -340,13 +384,13 @@ Result<ScriptTrainOutcome> TrainScript(const ScriptTrainConfig& c) {
   torch::jit::Module& m = *loaded;
   ScriptTrainOutcome out;
   out.report = Report(m);
-  bool evaluate = !c.data.test_inputs.empty();
+  bool evaluate = c.data.HasTest();
   CLAW_RETURN_IF_ERROR(CheckContract(out.report, evaluate));
-  auto train = LoadRows(c.data.train_inputs, c.data.train_targets, c.train_limit, "train");
+  auto train = LoadSplit(c.data, true, c.train_limit);
   if (!train.ok()) return train.status();
   Rows test;
   if (evaluate) {
-    auto t = LoadRows(c.data.test_inputs, c.data.test_targets, c.test_limit, "test");
+    auto t = LoadSplit(c.data, false, c.test_limit);
     if (!t.ok()) return t.status();
     test = std::move(*t);
   }

@@ -10,7 +10,8 @@
 //   forward(inputs) -> Tensor   optional: inference (`infer`).
 // Parameters with requires_grad are trained and travel; the rest (a frozen
 // base) stays as loaded. Inputs and targets reach the methods as the .npy
-// files hold them (dtype and all), a batch of rows at a time.
+// files hold them (dtype and all), a batch of rows at a time; from token
+// files, windows of tokens as int64 [rows, block].
 //
 // Running a module runs its author's code (TorchScript can read and write
 // files: torch.from_file, torch.save), so these entry points are called only
@@ -37,8 +38,15 @@ struct ScriptReport {
 
 // The files of an array dataset: rows along the first dimension, inputs and
 // targets row for row. Test files optional (no evaluation without them).
+// Or a language model's token files (tensors/tokens.h) instead, read as
+// rows of `block` tokens: the inputs, and as targets the same tokens one
+// later (each one's next token), as int64.
 struct ArrayFiles {
   std::string train_inputs, train_targets, test_inputs, test_targets;
+  std::string train_tokens, test_tokens;
+  int64_t block = 0;
+
+  bool HasTest() const { return !test_inputs.empty() || !test_tokens.empty(); }
 };
 
 struct ScriptTrainConfig {

@@ -10,9 +10,11 @@
 
 #include "apps/ml_sandbox.h"
 #include "common/blobs.h"
+#include "core/model_data.h"
 #include "ml/api.h"
 #include "rounds/training_spec.h"
 #include "tensors/npy.h"
+#include "tensors/tokens.h"
 
 namespace claw::rounds {
 namespace {
@@ -116,7 +118,14 @@ Result<Weights> ModelOf(const json& p, const BlobDir& blobs) {
 
 bool IsScript(const json& p) { return p.contains("arch") && p["arch"].is_object() && p["arch"].contains("script"); }
 
-const char* const kArrayFiles[] = {"train_inputs", "train_targets", "test_inputs", "test_targets"};
+// Rows of `block` tokens, or 0: arrays.
+int64_t BlockOf(const json& p) { return p["arch"].value("block", int64_t{0}); }
+
+// The files a local dataset holds for a training of a user's module.
+std::vector<std::string> LocalFiles(const json& p) {
+  if (BlockOf(p) > 0) return {"train_tokens", "test_tokens"};
+  return {"train_inputs", "train_targets", "test_inputs", "test_targets"};
+}
 
 // The sandbox's limits for a task of a user's module: its memory, the
 // round's deadline, the agent's caps.
@@ -152,9 +161,9 @@ Result<ml::RoundOutcome> ScriptRoundTask(const json& p, const RunContext& ctx, c
   run.inputs["start.safetensors"] = model_hash;
   json data = json::object();
   if (p.contains("data")) {
-    for (const char* key : kArrayFiles) {
-      run.inputs[std::string("data/") + key + ".npy"] = Str(p["data"], key);
-      data[key] = std::string("data/") + key + ".npy";
+    for (const auto& [key, hash] : p["data"].items()) {
+      run.inputs["data/" + ModelDataFile(key)] = hash.get<std::string>();
+      data[key] = "data/" + ModelDataFile(key);
     }
   } else {  // the agent's own directory, bound read-only
     std::string name = Str(p, "local_dataset");
@@ -162,11 +171,11 @@ Result<ml::RoundOutcome> ScriptRoundTask(const json& p, const RunContext& ctx, c
       return FailedPrecondition("local dataset '" + name + "': this agent has none of that name");
     }
     run.limits.read_only.emplace_back(ctx.datasets->at(name), "/dataset");
-    for (const char* key : kArrayFiles) data[key] = std::string("/dataset/") + key + ".npy";
+    for (const std::string& key : LocalFiles(p)) data[key] = "/dataset/" + ModelDataFile(key);
   }
   const json& inner = p["inner"];
   run.request = {{"op", "round"},        {"model", "model.pt"},
-                 {"start", "start.safetensors"}, {"data", data},
+                 {"start", "start.safetensors"}, {"data", data}, {"block", BlockOf(p)},
                  {"shard", p.value("shard", 0)}, {"shards", p.value("shards", 1)},
                  {"split", p.value("split", "iid")}, {"data_seed", p.value("data_seed", uint64_t{1})},
                  {"train_limit", p.value("train_limit", 0)}, {"steps", steps},
@@ -211,17 +220,25 @@ void Misbehave(std::string_view how, Weights* delta) {
   }
 }
 
-// The rows of a script training's test inputs (from the .npy header).
+// The rows of a script training's test data (from the .npy or token
+// file's header).
 Result<size_t> TestRows(const json& p, const RunContext& ctx) {
+  const int64_t block = BlockOf(p);
+  const std::string key = block > 0 ? "test_tokens" : "test_inputs";
   std::string path;
   if (p.contains("data")) {
-    path = ctx.blobs->PathOf(Str(p["data"], "test_inputs"));
+    path = ctx.blobs->PathOf(Str(p["data"], key.c_str()));
   } else {
     std::string name = Str(p, "local_dataset");
     if (!ctx.datasets || !ctx.datasets->count(name)) {
       return FailedPrecondition("local dataset '" + name + "': this agent has none of that name");
     }
-    path = ctx.datasets->at(name) + "/test_inputs.npy";
+    path = ctx.datasets->at(name) + "/" + ModelDataFile(key);
+  }
+  if (block > 0) {
+    auto t = tensors::ReadTokenHeader(path);
+    if (!t.ok()) return InvalidArgument("test_tokens: " + t.status().message());
+    return static_cast<size_t>(t->Windows(static_cast<uint64_t>(block)));
   }
   auto h = tensors::ReadNpyHeader(path);
   if (!h.ok()) return InvalidArgument("test_inputs: " + h.status().message());
@@ -664,8 +681,8 @@ void AddDataBlobs(const json& p, std::vector<std::string>* out) {
     }
   }
   if (p.contains("data") && p["data"].is_object()) {
-    for (const char* name : kArrayFiles) {
-      if (IsBlobHash(Str(p["data"], name))) out->push_back(Str(p["data"], name));
+    for (const auto& [name, hash] : p["data"].items()) {
+      if (hash.is_string() && IsBlobHash(hash.get_ref<const std::string&>())) out->push_back(hash);
     }
   }
   if (IsScript(p) && IsBlobHash(Str(p["arch"], "script"))) out->push_back(Str(p["arch"], "script"));

@@ -6,6 +6,7 @@
 
 #include "common/blobs.h"
 #include "core/json_fields.h"
+#include "core/model_data.h"
 
 namespace claw::rounds {
 namespace {
@@ -13,8 +14,6 @@ namespace {
 using nlohmann::json;
 
 const char* const kDatasetFiles[] = {"train_images", "train_labels", "test_images", "test_labels"};
-// A user's module's data: .npy arrays, rows along the first dimension.
-const char* const kArrayFiles[] = {"train_inputs", "train_targets", "test_inputs", "test_targets"};
 
 // Collects the first error of a run of field reads.
 class Reads {
@@ -110,7 +109,7 @@ Result<TrainingSpec> ParseTrainingSpec(const json& p) {
       {"model", "width", "layers", "dropout", "init", "dataset", "local_dataset", "split", "shards",
        "train_limit", "test_limit", "rounds", "workers", "overprovision", "quorum", "deadline_s",
        "min_workers", "inner", "outer", "compression", "aggregation", "eval_every", "threads",
-       "spot_check", "script", "data", "memory_mb"}));
+       "spot_check", "script", "data", "memory_mb", "block"}));
   TrainingSpec s;
   Reads r;
   const bool script = p.contains("script");
@@ -126,10 +125,13 @@ Result<TrainingSpec> ParseTrainingSpec(const json& p) {
                              "--script FILE uploads it)");
     }
     s.arch = {{"script", p["script"]}, {"memory_mb", r(f.Integer("memory_mb", 256, 1 << 20, 4096))}};
+    // Token files: rows of `block` tokens (core/model_data.h).
+    if (p.contains("block")) s.arch["block"] = r(f.Integer("block", 1, 65536, std::nullopt));
   } else {
-    if (p.contains("data") || p.contains("memory_mb")) {
-      return InvalidArgument(std::string("params.") + (p.contains("data") ? "data" : "memory_mb") +
-                             ": for a script model (params.script) alone");
+    for (const char* field : {"data", "memory_mb", "block"}) {
+      if (p.contains(field)) {
+        return InvalidArgument(std::string("params.") + field + ": for a script model (params.script) alone");
+      }
     }
     s.arch = {{"model", r(f.OneOf("model", {"cnn", "mlp"}, "cnn"))},
               {"width", r(f.Integer("width", 1, 1024, 32))},
@@ -168,11 +170,15 @@ Result<TrainingSpec> ParseTrainingSpec(const json& p) {
                                                                                "uploads them)") +
                            " or local_dataset, the name of a dataset that agents keep");
   }
-  if (has_blobs) {
+  if (has_blobs && script) {
+    auto data = CheckModelData(p, "params", true);
+    if (!data.ok()) return data.status();
+    s.dataset = data->data;
+  } else if (has_blobs) {
     const json& d = p[data_field];
     const std::string field = std::string("params.") + data_field;
     if (!d.is_object()) return InvalidArgument(field + ": must be an object");
-    const char* const* files = script ? kArrayFiles : kDatasetFiles;
+    const char* const* files = kDatasetFiles;
     for (size_t i = 0; i < 4; ++i) {
       const char* name = files[i];
       if (!d.contains(name) || !d[name].is_string() ||
@@ -192,6 +198,9 @@ Result<TrainingSpec> ParseTrainingSpec(const json& p) {
     if (!IsDatasetName(s.local_dataset)) {
       return InvalidArgument("params.local_dataset: letters, digits, '-', '_' and '.' only");
     }
+  }
+  if (s.arch.contains("block") && s.split == "by_label") {
+    return InvalidArgument("params.split: by_label needs class labels; token files have none (iid)");
   }
   if (p.contains("init")) {
     if (!p["init"].is_string() || !IsBlobHash(p["init"].get_ref<const std::string&>())) {

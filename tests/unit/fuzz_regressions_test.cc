@@ -34,6 +34,7 @@ TEST(FuzzRegressions, ClientRequests) { ReplayAll("client_requests", FuzzClientR
 TEST(FuzzRegressions, Safetensors) { ReplayAll("safetensors", FuzzSafetensors); }
 TEST(FuzzRegressions, Npy) { ReplayAll("npy", FuzzNpy); }
 TEST(FuzzRegressions, Npz) { ReplayAll("npz", FuzzNpz); }
+TEST(FuzzRegressions, Tokens) { ReplayAll("tokens", FuzzTokens); }
 
 }  // namespace
 }  // namespace claw
