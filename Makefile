@@ -11,7 +11,7 @@ FUZZ_TARGETS = job_spec agent_message client_requests safetensors npy npz tokens
 SAN_BUILD ?= build-sanitize
 SAN_REPORTS = $(abspath $(SAN_BUILD))/reports
 
-.PHONY: all setup configure build demo test unit integration bench bench-fedtrain bench-fedtrain-faults bench-slowlink bench-models fuzz sanitize clean format
+.PHONY: all setup configure build demo test unit integration bench bench-fedtrain bench-fedtrain-faults bench-slowlink bench-models bench-lm fuzz sanitize clean format
 
 all: build
 
@@ -102,6 +102,9 @@ bench-slowlink: build
 # full fine-tuning (~3 min; docs/benchmarks.md).
 bench-models: build
 	/usr/bin/python3 bench/models_bench.py --claw $(BUILD)/claw
+
+bench-lm: build
+	/usr/bin/python3 bench/lm_bench.py --claw $(BUILD)/claw
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')

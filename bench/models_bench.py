@@ -120,35 +120,37 @@ def write_data(out, data):
 
 
 class Network:
-    """A coordinator and one agent (one slot) on loopback."""
+    """A coordinator and `agents` agents (one slot each) on loopback."""
 
-    def __init__(self, claw, root):
+    def __init__(self, claw, root, agents=1):
         self.claw, self.root = claw, root
         grpc, self.http = free_port(), free_port()
         self.env = dict(os.environ, CLAW_COORDINATOR=f"127.0.0.1:{grpc}")
         self.procs = [subprocess.Popen(
             [claw, "coordinator", "--insecure-local", "--data", f"{root}/data", "--port", str(grpc),
-             "--http-port", str(self.http), "--enroll-tokens", "1"],
+             "--http-port", str(self.http), "--enroll-tokens", str(agents)],
             stdout=subprocess.DEVNULL, stderr=open(f"{root}/coordinator.log", "w"))]
         for _ in range(200):
             if os.path.exists(f"{root}/data/coordinator.json"):
                 break
             time.sleep(0.05)
-        self.procs.append(subprocess.Popen(
-            [claw, "agent", "--coordinator", f"127.0.0.1:{grpc}", "--state", f"{root}/agent",
-             "--token-file", f"{root}/data/enroll-tokens", "--slots", "1", "--always"],
-            stdout=subprocess.DEVNULL, stderr=open(f"{root}/agent.log", "w")))
+        for n in range(agents):
+            self.procs.append(subprocess.Popen(
+                [claw, "agent", "--coordinator", f"127.0.0.1:{grpc}", "--state", f"{root}/agent{n}",
+                 "--token-file", f"{root}/data/enroll-tokens", "--slots", "1", "--always"],
+                stdout=subprocess.DEVNULL, stderr=open(f"{root}/agent{n}.log", "w")))
+            time.sleep(0.5)  # one enrollment token each, in turn
         for _ in range(300):
-            if metrics(self.http).get("claw_connected_agents", 0) == 1:
+            if metrics(self.http).get("claw_connected_agents", 0) == agents:
                 break
             time.sleep(0.1)
 
-    def train(self, script, data, params):
-        """Submits a train job and waits: (wall seconds, its trial, bytes from agents)."""
+    def submit(self, app, script, data, params):
+        """Submits a job and waits: (wall seconds, its result, bytes from agents, job)."""
         before = metrics(self.http)["claw_blob_bytes_from_agents_total"]
-        args = [self.claw, "submit", "--app", "train", "--script", script, "--data", data, "--wait"]
+        args = [self.claw, "submit", "--app", app, "--script", script, "--data", data, "--wait"]
         for k, v in params.items():
-            args += ["-p", f"{k}={v}"]
+            args += ["-p", f"{k}={json.dumps(v) if isinstance(v, dict) else v}"]
         start = time.perf_counter()
         out = subprocess.run(args, env=self.env, check=True, capture_output=True, text=True).stdout
         wall = time.perf_counter() - start
@@ -156,6 +158,11 @@ class Network:
         result = json.loads(subprocess.run([self.claw, "results", job, "--json"], env=self.env, check=True,
                                            capture_output=True, text=True).stdout)["result"]
         sent = metrics(self.http)["claw_blob_bytes_from_agents_total"] - before
+        return wall, result, sent, job
+
+    def train(self, script, data, params):
+        """Submits a train job and waits: (wall seconds, its trial, bytes from agents, job)."""
+        wall, result, sent, job = self.submit("train", script, data, params)
         return wall, result["trials"][0], sent, job
 
     def download(self, job, out):
