@@ -26,7 +26,9 @@
 #include "common/files.h"
 #include "coordinator/certificates.h"
 #include "coordinator/server.h"
+#include "tensors/npy.h"
 #include "tensors/npz.h"
+#include "tensors/safetensors.h"
 #include "tensors/tokens.h"
 
 namespace claw {
@@ -343,6 +345,22 @@ nlohmann::json UploadArrays(const Client& client, const std::string& path, bool 
       std::ofstream(unpacked.path + "/" + m.name + ".npy", std::ios::binary) << m.bytes;
     }
     dir = unpacked.path;
+  } else if (path.ends_with(".safetensors") && std::filesystem::is_regular_file(path)) {
+    // A safetensors file of arrays by name, each written out as its .npy.
+    auto file = tensors::ParseSafetensors(MustRead(path));
+    if (!file.ok()) throw CLI::RuntimeError(Fail(InvalidArgument("--data " + path + ": " + file.status().message())));
+    unpacked.path = (std::filesystem::temp_directory_path() / ("claw-st-" + RandomHex(6))).string();
+    std::filesystem::create_directories(unpacked.path);
+    for (const auto& t : file->tensors) {
+      if (t.name.empty() || t.name.find_first_of("/\\") != std::string::npos || t.name.starts_with(".")) {
+        throw CLI::RuntimeError(Fail(InvalidArgument("--data " + path + ": tensor name '" + t.name.substr(0, 64) +
+                                                     "' is not a plain name")));
+      }
+      auto npy = tensors::WriteNpy(t);
+      if (!npy.ok()) throw CLI::RuntimeError(Fail(InvalidArgument("--data " + path + ": " + t.name + ": " + npy.status().message())));
+      std::ofstream(unpacked.path + "/" + t.name + ".npy", std::ios::binary) << *npy;
+    }
+    dir = unpacked.path;
   }
   std::vector<std::string> inputs;
   auto add = [&](const std::string& key, const std::string& name) {
@@ -455,7 +473,7 @@ void AddSubmit(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
                   "train with --script: upload DIR's train_inputs.npy, train_targets.npy, "
                   "test_inputs.npy and test_targets.npy as params.data; infer: DIR's "
                   "inputs.npy and targets.npy (else test_inputs.npy, test_targets.npy); or an "
-                  ".npz archive holding arrays of those names; or DIR's train.tokens and "
+                  ".npz archive or .safetensors file holding arrays of those names; or DIR's train.tokens and "
                   "test.tokens (a language model's token files), or train.txt and test.txt "
                   "(UTF-8 text, uploaded as byte tokens; give -p block=N)");
   cmd->add_option("--model-of", *model_of,

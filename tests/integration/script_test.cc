@@ -60,7 +60,7 @@ TEST_F(UserModels, AScriptModelTrainsPredictsAndSendsBackItsTrainableParametersA
   // with LoRA adapters on a frozen base, only the adapters.
   std::string whole = Submit("mlp.pt", "data", {"-p", "epochs=2", "-p", "lr=0.003"});
   std::string frozen = Submit("frozen.pt", "data.npz", {"-p", "epochs=1"});  // the arrays as an .npz
-  std::string lora = Submit("lora.pt", "data", {"-p", "epochs=2", "-p", "lr=0.01"});
+  std::string lora = Submit("lora.pt", "data.safetensors", {"-p", "epochs=2", "-p", "lr=0.01"});
   for (const std::string& job : {whole, frozen, lora}) {
     v1::JobInfo end = WaitForJobEnd(client, job, seconds(180));
     ASSERT_EQ(end.state(), "done") << end.error() << "\n" << ReadFile((dir_ / "agent0.log").string());

@@ -11,6 +11,7 @@ made with Debian's PyTorch and numpy into the directory given:
   data/         train_inputs.npy (uint8 N x 28 x 28), train_targets.npy
                 (int64 N), test_inputs.npy, test_targets.npy: Fashion-MNIST
   data.npz      the same arrays as one archive (numpy.savez_compressed)
+  data.safetensors  and as one safetensors file
   short/        train_targets.npy with one row fewer than data/'s inputs
 
     /usr/bin/python3 make.py OUT_DIR FASHION_MNIST_DIR ESCAPE_TARGET
@@ -33,6 +34,18 @@ write_data(out, fashion, train_rows=2000, test_rows=500)
 # The same arrays in one .npz archive (claw submit --data takes either).
 np.savez_compressed(f"{out}/data.npz", **{k: np.load(f"{out}/data/{k}.npy") for k in
                                            ("train_inputs", "train_targets", "test_inputs", "test_targets")})
+# And as one safetensors file (its format written out here: 8 bytes of header
+# length, the JSON header, the tensors' bytes).
+import json, struct  # noqa: E401,E402
+arrays = {k: np.load(f"{out}/data/{k}.npy") for k in ("train_inputs", "train_targets", "test_inputs", "test_targets")}
+header, at = {}, 0
+for k, a in arrays.items():
+    header[k] = {"dtype": {"uint8": "U8", "int64": "I64"}[str(a.dtype)], "shape": list(a.shape),
+                 "data_offsets": [at, at + a.nbytes]}
+    at += a.nbytes
+h = json.dumps(header).encode()
+with open(f"{out}/data.safetensors", "wb") as f:
+    f.write(struct.pack("<Q", len(h)) + h + b"".join(np.ascontiguousarray(a).tobytes() for a in arrays.values()))
 os.makedirs(f"{out}/short", exist_ok=True)
 np.save(f"{out}/short/train_inputs.npy", np.load(f"{out}/data/train_inputs.npy"))
 np.save(f"{out}/short/train_targets.npy", np.load(f"{out}/data/train_targets.npy")[:-1])
