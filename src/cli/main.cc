@@ -1,3 +1,7 @@
 #include "cli/commands.h"
+#include "ml/api.h"
 
-int main(int argc, char** argv) { return claw::RunCli(argc, argv); }
+int main(int argc, char** argv) {
+  claw::ml::SleepingOpenMpThreads();  // before any thread starts (ml/api.h)
+  return claw::RunCli(argc, argv);
+}

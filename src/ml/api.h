@@ -32,6 +32,16 @@ struct MlApi {
 };
 inline constexpr int kMlApiVersion = 4;
 
+// OpenMP threads that wait for work sleep instead of spinning. libgomp's
+// default spins at every barrier: on a machine whose other work holds the
+// cores (its owner's, another slot's task), a spinning thread burns the
+// time slice its partner needs; a 2-thread step of the example language
+// model measured 25x slower than a 1-thread one that way, and no slower
+// sleeping. libgomp reads the setting when libtorch loads it; setenv is
+// not thread-safe, so main() calls this before any thread starts. A value
+// the user set stays.
+void SleepingOpenMpThreads();
+
 // The library's entry points. FailedPrecondition saying where it looked and
 // why it failed when it cannot be loaded (e.g. an agent without libtorch).
 // Thread-safe; loads once per process.

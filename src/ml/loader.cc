@@ -95,6 +95,8 @@ Result<std::string> FindMl() {
                             kMlInstallHint);
 }
 
+void SleepingOpenMpThreads() { setenv("OMP_WAIT_POLICY", "PASSIVE", 0); }
+
 Result<const MlApi*> LoadMl() {
   static std::once_flag once;
   static Result<const MlApi*> loaded = FailedPrecondition("not loaded");
