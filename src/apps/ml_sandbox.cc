@@ -11,6 +11,7 @@
 #include "common/blobs.h"
 #include "common/crypto.h"
 #include "common/text.h"
+#include "core/model_data.h"
 #include "ml/api.h"
 #include "sandbox/scratch.h"
 
@@ -205,6 +206,7 @@ Result<json> RunRequest(const json& q) {
     c.threads = q.value("threads", c.threads);
     c.eval_begin = q.value("eval_begin", size_t{0});
     c.eval_end = q.value("eval_end", size_t{0});
+    c.eval_batch = q.value("eval_batch", static_cast<int>(DefaultEvalBatch(c.data.block)));
     auto r = (*lib)->script_round(c);
     if (!r.ok()) return r.status();
     if (!r->trained.empty()) std::ofstream("out/trained.safetensors", std::ios::binary) << r->trained;

@@ -50,7 +50,7 @@ Result<json> CheckScriptTrial(const json& params, const std::string& prefix) {
   put("train_limit", f.Integer("train_limit", 0, int64_t{1} << 40, 0));
   put("test_limit", f.Integer("test_limit", 0, int64_t{1} << 40, 0));
   put("threads", f.Integer("threads", 1, 256, 1));
-  put("eval_batch", f.Integer("eval_batch", 1, 1 << 20, 1000));
+  put("eval_batch", f.Integer("eval_batch", 1, 1 << 20, DefaultEvalBatch(data->block)));
   put("memory_mb", f.Integer("memory_mb", 256, 1 << 20, 4096));
   put("timeout_s", f.Integer("timeout_s", 1, 7 * 86400, 3600));
   CLAW_RETURN_IF_ERROR(put.status());

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -27,6 +28,11 @@ struct ModelData {
 // ("params", "params.base"); `need_test`: the test files are required (a
 // training in rounds evaluates on them).
 Result<ModelData> CheckModelData(const nlohmann::json& p, const std::string& prefix, bool need_test);
+
+// The rows an evaluation takes at once by default: 1000 of arrays; of
+// tokens, 16,384 tokens' worth (a language model's activations grow with
+// the tokens: logits alone are tokens × vocabulary).
+inline int64_t DefaultEvalBatch(int64_t block) { return block > 0 ? std::max<int64_t>(1, 16384 / block) : 1000; }
 
 // A token file's name in a task's data directory or an agent's local
 // dataset: "train.tokens" for "train_tokens"; an array's: "train_inputs.npy".
