@@ -36,7 +36,9 @@ Result<ModelData> CheckModelData(const nlohmann::json& p, const std::string& pre
   }
   const auto* names = tokens ? std::begin(kTokens) : std::begin(kArrays);
   const auto* names_end = tokens ? std::end(kTokens) : std::end(kArrays);
-  for (const auto& [key, value] : d->items()) {
+  for (const auto& item : d->items()) {
+    const std::string& key = item.key();
+    const nlohmann::json& value = item.value();
     if (std::find_if(names, names_end, [&](const char* n) { return key == n; }) == names_end) {
       return InvalidArgument(field + "." + key.substr(0, 64) +
                              (tokens ? ": unknown beside token files (train_tokens, test_tokens)"
