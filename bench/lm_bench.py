@@ -18,7 +18,7 @@ a task uploads; rounds: the deltas, per device per round), the validation
 loss reached (nats per byte on the held-out licence paragraphs; before
 fine-tuning, the pre-trained model's), and the time.
 
-    /usr/bin/python3 bench/lm_bench.py --claw build/claw [--threads 2] [--pretrain-rows 4800]
+    /usr/bin/python3 bench/lm_bench.py --claw build/claw [--threads 2] [--pretrain-rows N]
 """
 import argparse
 import os
@@ -49,7 +49,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--block", type=int, default=128)
     ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--pretrain-rows", type=int, default=4800)
+    ap.add_argument("--pretrain-rows", type=int, default=0)  # 0: every row of the fortunes, one epoch
     ap.add_argument("--test-rows", type=int, default=170)  # the licences' held-out text: 170 rows of 128
     ap.add_argument("--rank", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3)
@@ -68,8 +68,9 @@ def main():
                                       dict(common, epochs=1, lr=0.003, train_limit=a.pretrain_rows,
                                            test_limit=500))
         e = pre["epochs"][0]
-        print(f"pre-training: {pre['parameters']:,} parameters, {a.pretrain_rows:,} rows of {a.block} bytes "
-              f"({a.pretrain_rows // a.batch} steps), {e['seconds']:.0f} s, {wall:.0f} s end to end; "
+        rows = a.pretrain_rows or "all"
+        print(f"pre-training: {pre['parameters']:,} parameters, one epoch of {rows} rows of {a.block} bytes, "
+              f"{e['seconds']:.0f} s, {wall:.0f} s end to end; "
               f"validation loss {e['test_loss']:.3f} (uniform: 5.545)")
         net.download(job, f"{root}/pretrained")
         base = load_trainable(torch.jit.load(f"{root}/lm.pt"), f"{root}/pretrained/trainable.safetensors")

@@ -213,9 +213,18 @@ void PrintTraining(const v1::JobInfo& job, const nlohmann::json& r, bool csv) {
                   OneLine(x.value("agent", "?")).c_str(), OneLine(x.value("why", ""), 160).c_str());
     }
   }
-  std::printf("  its model: claw results %s --out DIR (model.pt, for infer --model-of %s; "
-              "model.safetensors)\n",
-              job.job_id().c_str(), job.job_id().c_str());
+  const auto trials = r.value("trials", nlohmann::json::array());
+  const bool script = !trials.empty() && trials[0].is_object() &&
+                      trials[0].value("params", nlohmann::json::object()).contains("script");
+  if (script) {  // a user's module: what trained is its trainable parameters
+    std::printf("  its model: claw results %s --out DIR (model.safetensors, the module's trained "
+                "parameters: examples/models/trained.py; infer --model-of %s)\n",
+                job.job_id().c_str(), job.job_id().c_str());
+  } else {
+    std::printf("  its model: claw results %s --out DIR (model.pt, for infer --model-of %s; "
+                "model.safetensors)\n",
+                job.job_id().c_str(), job.job_id().c_str());
+  }
 }
 
 void PrintKnownResult(const v1::JobInfo& job, const nlohmann::json& r, bool csv) {
@@ -407,8 +416,9 @@ Result<size_t> DownloadOutputs(const Client& client, const std::string& result_j
     std::printf("%s  %s\n", f.sha256.c_str(), OneLine(dest.string()).c_str());
     bytes += f.size;
   }
-  std::fprintf(stderr, "%zu files, %.1f MB, checked against their SHA-256, in %s\n", files.size(),
-               static_cast<double>(bytes) / 1e6, dir.c_str());
+  const bool small = bytes < 1'000'000;
+  std::fprintf(stderr, "%zu files, %.1f %s, checked against their SHA-256, in %s\n", files.size(),
+               static_cast<double>(bytes) / (small ? 1e3 : 1e6), small ? "KB" : "MB", dir.c_str());
   return files.size();
 }
 
