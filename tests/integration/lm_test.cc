@@ -1,8 +1,8 @@
 // The language model example (examples/lm/) end to end, as its README runs
 // it but small: a byte-level transformer pre-trained on Debian's fortunes
 // by a train job reading token files, then fine-tuned on the licence texts
-// with LoRA as a sweep over ranks and as rounds across two agents, and
-// sampled from.
+// with LoRA as a sweep over ranks and as rounds across two agents (on the
+// text each agent keeps as its own dataset), and sampled from.
 #include <fstream>
 #include <set>
 
@@ -48,8 +48,10 @@ TEST_F(LanguageModel, PretrainsOnTokenFilesFineTunesWithLoraAsASweepAndInRoundsA
   Example("model.py", "lm.pt --dim 32 --layers 1 --heads 2 --block 32");
   if (HasFailure()) return;
   StartCoordinator();
-  StartAgent();
-  StartAgent();
+  // Each agent keeps the licence texts as a dataset of its own.
+  const std::string licences = "licences=" + (dir_ / "corpus/finetune").string();
+  StartAgent(1, {"--dataset", licences});
+  StartAgent(1, {"--dataset", licences});
   Client client(target(), seconds(5));
 
   // Pre-training: one train job on the fortunes, read as rows of 32 tokens.
@@ -87,9 +89,10 @@ TEST_F(LanguageModel, PretrainsOnTokenFilesFineTunesWithLoraAsASweepAndInRoundsA
   }
   EXPECT_EQ(trainable, (std::set<int64_t>{2 * 64 * 2, 4 * 64 * 2}));
 
-  // Rounds across the two agents: rank-4 adapters, DiLoCo on int8 deltas.
-  ASSERT_EQ(Claw({"submit", "--app", "fedtrain", "--script", (dir_ / "lora4.pt").string(), "--data",
-                  (dir_ / "corpus/finetune").string(), "-p", "block=32", "-p", "rounds=3", "-p",
+  // Rounds across the two agents on the text each keeps (read in place,
+  // never uploaded): rank-4 adapters, DiLoCo on int8 deltas.
+  ASSERT_EQ(Claw({"submit", "--app", "fedtrain", "--script", (dir_ / "lora4.pt").string(), "-p",
+                  "local_dataset=licences", "-p", "block=32", "-p", "rounds=3", "-p",
                   "workers=2", "-p", "overprovision=1", "-p", "test_limit=300", "-p",
                   R"(inner={"steps":30,"batch":32,"lr":0.03})", "--wait"}, &out), 0) << out;
   const std::string fed = JobIn(out);
