@@ -82,6 +82,12 @@ Result<MlSandboxOutput> RunMlSandboxed(const MlSandboxRun& run, const RunContext
     ~Cleanup() { RemoveTree(dir.string()); }
   } cleanup{scratch};
   for (const auto& [path, hash] : run.inputs) {
+    // Names come from task params (a dataset's keys): none may leave the scratch directory.
+    const fs::path rel(path);
+    if (rel.empty() || rel.is_absolute() ||
+        std::any_of(rel.begin(), rel.end(), [](const fs::path& part) { return part == ".."; })) {
+      return InvalidArgument("input " + path.substr(0, 64) + ": not a path inside the scratch directory");
+    }
     fs::create_directories((scratch / path).parent_path(), ec);
     Status st = ctx.blobs->Export(hash, (scratch / path).string());
     if (!st.ok()) return Status(st.code(), path + ": " + st.message());

@@ -89,6 +89,7 @@ Result<std::string> RunScriptTrial(const json& t, const RunContext& ctx) {
   run.inputs["model.pt"] = t["script"].get<std::string>();
   json data = json::object();
   for (const auto& [key, hash] : t["data"].items()) {
+    if (!hash.is_string()) return InvalidArgument("train task: data." + key.substr(0, 64) + " is not a blob");
     run.inputs["data/" + ModelDataFile(key)] = hash.get<std::string>();
     data[key] = "data/" + ModelDataFile(key);
   }

@@ -162,6 +162,7 @@ Result<ml::RoundOutcome> ScriptRoundTask(const json& p, const RunContext& ctx, c
   json data = json::object();
   if (p.contains("data")) {
     for (const auto& [key, hash] : p["data"].items()) {
+      if (!hash.is_string()) return InvalidArgument("round task: data." + key.substr(0, 64) + " is not a blob");
       run.inputs["data/" + ModelDataFile(key)] = hash.get<std::string>();
       data[key] = "data/" + ModelDataFile(key);
     }
