@@ -17,6 +17,7 @@
 
 #include "claw.grpc.pb.h"
 #include "common/crypto.h"
+#include "agent/agent_events.h"
 #include "apps/registry.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/scratch.h"
@@ -28,32 +29,6 @@
 #include "protocol/signing.h"
 
 namespace claw {
-namespace {
-
-// How long a blob transfer is retried while the coordinator is out of reach
-// (longer than a coordinator takes to restart; a lease lasts longer still).
-constexpr auto kTransferRetryWindow = std::chrono::minutes(5);
-
-}  // namespace
-
-// A report waiting for the coordinator's acknowledgement.
-struct Agent::Report {
-  enum class Kind { kResult, kFailure, kReturned } kind;
-  std::string output_or_reason;
-  uint64_t runtime_us = 0;
-};
-
-struct Agent::Event {
-  // kStaged: `tasks` have their inputs (`failures`: leases whose inputs
-  // could not be had, with why). kUploaded: `outcome`'s files are uploaded
-  // (or it was turned into a failure).
-  enum class Kind { kMessage, kOutcome, kStreamEnded, kWake, kStaged, kUploaded } kind;
-  v1::CoordinatorMessage msg;
-  TaskOutcome outcome;
-  std::vector<v1::WorkerTask> tasks = {};
-  std::vector<std::pair<uint64_t, std::string>> failures = {};
-};
-
 // One session stream and the thread that reads it.
 class Agent::Session {
  public:
@@ -152,118 +127,6 @@ void Agent::Stop() {
   if (active_) active_->Cancel();
   cv_.notify_all();
   transfer_cv_.notify_all();
-}
-
-// ---- blob transfers -------------------------------------------------------------
-
-void Agent::TransferLoop() {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(4 << 20);
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  BlobClient client(grpc::CreateCustomChannel(options_.coordinator, Credentials(), args),
-                    AgentBlobAuth(identity_.agent_id, identity_.secret_key, clock_), &stop_);
-  // A transfer that failed because the coordinator was out of reach (it is
-  // restarting, the link dropped) is tried again with backoff for a while:
-  // a finished task's output is not lost to a coordinator restart, and its
-  // lease, recovered by the restarted coordinator, still takes the report.
-  // Errors that name the blob (refused, wrong hash) are final at once.
-  auto retrying = [this](std::string_view what, const auto& transfer) {
-    Duration backoff = options_.backoff_initial;
-    const auto give_up = std::chrono::steady_clock::now() + kTransferRetryWindow;
-    for (;;) {
-      Status st = transfer();
-      if (st.ok() || st.code() != StatusCode::kUnavailable || stop_ ||
-          std::chrono::steady_clock::now() >= give_up) {
-        return st;
-      }
-      log_->warn("{} failed: {}; retrying in {} ms", what, EscapeControl(st.message()),
-                 backoff.count() / 1000);
-      MutexLock lock(mu_);
-      transfer_cv_.wait_for(lock, backoff, [this] { return stop_.load(); });
-      backoff = std::min(backoff * 2, options_.backoff_max);
-    }
-  };
-  for (;;) {
-    Transfer t;
-    {
-      MutexLock lock(mu_);
-      while (!stop_ && transfers_.empty()) transfer_cv_.wait(lock);
-      if (stop_) return;
-      t = std::move(transfers_.front());
-      transfers_.pop_front();
-    }
-    auto keep = [this](std::string_view h) { return Pinned(h); };
-    if (t.outcome) {
-      TaskOutcome& o = *t.outcome;
-      for (const std::string& h : t.app->OutputBlobs(o.output)) {
-        const Time start = clock_->Now();
-        Status st = retrying("upload of " + h.substr(0, 12),
-                             [&] { return client.Upload(h, *blobs_); });
-        log_->debug("upload lease={} blob={} ms={} ok={}", o.lease_id, h.substr(0, 12),
-                    (clock_->Now() - start).count() / 1000, st.ok());
-        if (!st.ok()) {
-          o = TaskOutcome{o.lease_id, false, "", "uploading output " + st.message(), o.runtime_us};
-          break;
-        }
-      }
-      // Uploaded, its outputs may leave the cache when it is over its size
-      // (not at once: a task running now may have made the same file, and
-      // content-addressed, it is the same blob).
-      Unpin(o.lease_id);
-      blobs_->Trim(options_.cache_bytes, keep);
-      Post(Event{Event::Kind::kUploaded, {}, std::move(o)});
-      continue;
-    }
-    Event e{Event::Kind::kStaged, {}, {}};
-    for (v1::WorkerTask& task : t.tasks) {
-      Status st = Status::Ok();
-      const App* app = apps_.Find(task.app());
-      for (const std::string& h :
-           app ? app->BlobsToFetch(task.params(), *blobs_) : std::vector<std::string>{}) {
-        const Time start = clock_->Now();
-        st = retrying("fetch of " + h.substr(0, 12), [&] { return client.Fetch(h, *blobs_); });
-        log_->debug("fetch lease={} blob={} ms={} ok={}", task.lease_id(), h.substr(0, 12),
-                    (clock_->Now() - start).count() / 1000, st.ok());
-        if (!st.ok()) break;
-        blobs_->Touch(h);
-      }
-      if (st.ok()) {
-        e.tasks.push_back(std::move(task));
-      } else {
-        log_->warn("input blob refused lease={} error={}", task.lease_id(),
-                   EscapeControl(st.message()));
-        e.failures.emplace_back(task.lease_id(), "fetching input " + st.message());
-      }
-    }
-    blobs_->Trim(options_.cache_bytes, keep);
-    Post(std::move(e));
-  }
-}
-
-void Agent::Pin(uint64_t lease, std::vector<std::string> hashes) {
-  MutexLock lock(pins_mu_);
-  for (const std::string& h : hashes) pins_[h]++;
-  pins_by_lease_[lease] = std::move(hashes);
-}
-
-void Agent::Unpin(uint64_t lease) {
-  MutexLock lock(pins_mu_);
-  auto it = pins_by_lease_.find(lease);
-  if (it == pins_by_lease_.end()) return;
-  for (const std::string& h : it->second) {
-    if (--pins_[h] <= 0) pins_.erase(h);
-  }
-  pins_by_lease_.erase(it);
-}
-
-bool Agent::Pinned(std::string_view hash) {
-  MutexLock lock(pins_mu_);
-  return pins_.count(std::string(hash)) > 0;
-}
-
-void Agent::ForgetFiles(uint64_t lease) {
-  if (with_files_.erase(lease) > 0) Unpin(lease);
 }
 
 v1::DeviceReport Agent::Device() const {

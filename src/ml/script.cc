@@ -30,12 +30,20 @@ std::string LastLine(const std::string& what) {
   return line.size() > 300 ? line.substr(0, 300) + "..." : line;
 }
 
-Result<torch::Tensor> LoadNpy(const std::string& path, const std::string& what) {
+// A data or parameter file, whole; InvalidArgument naming `what` if it
+// cannot be opened.
+Result<std::string> ReadInput(const std::string& path, const std::string& what) {
   std::ifstream f(path, std::ios::binary);
   if (!f) return InvalidArgument(what + ": cannot open " + path);
   std::stringstream ss;
   ss << f.rdbuf();
-  std::string bytes = ss.str();
+  return ss.str();
+}
+
+Result<torch::Tensor> LoadNpy(const std::string& path, const std::string& what) {
+  auto read = ReadInput(path, what);
+  if (!read.ok()) return read.status();
+  std::string& bytes = *read;
   auto h = tensors::ParseNpyHeader(bytes, bytes.size());
   if (!h.ok()) return InvalidArgument(what + ": " + h.status().message());
   if (h->shape.empty()) return InvalidArgument(what + ": a scalar, not rows of data");
@@ -68,11 +76,9 @@ struct Rows {
 // the same one token later as targets (views of one int64 tensor).
 Result<Rows> LoadTokenRows(const std::string& path, int64_t block, const std::string& what) {
   if (block < 1) return InvalidArgument("block: the tokens in a row, at least 1");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return InvalidArgument(what + ": cannot open " + path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const std::string bytes = ss.str();
+  auto read = ReadInput(path, what);
+  if (!read.ok()) return read.status();
+  const std::string& bytes = *read;
   auto h = tensors::CheckTokenFile(bytes);
   if (!h.ok()) return InvalidArgument(what + ": " + h.status().message());
   const auto rows = static_cast<int64_t>(h->Windows(static_cast<uint64_t>(block)));
@@ -177,11 +183,9 @@ Status CheckContract(const ScriptReport& r, bool need_eval) {
 // file (ScriptTrainOutcome::trainable): every one there, by name and shape,
 // and nothing else.
 Status LoadTrainable(torch::jit::Module& m, const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return InvalidArgument("trainable: cannot open " + path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  auto file = tensors::ParseSafetensors(ss.str());
+  auto read = ReadInput(path, "trainable");
+  if (!read.ok()) return read.status();
+  auto file = tensors::ParseSafetensors(*read);
   if (!file.ok()) return InvalidArgument("trainable: " + file.status().message());
   size_t used = 0;
   torch::NoGradGuard no_grad;

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "common/names.h"
+#include "tensors/file_head.h"
 
 namespace claw::tensors {
 namespace {
@@ -261,14 +262,9 @@ Result<NpyHeader> ParseNpyHeader(std::string_view prefix, uint64_t file_size, co
 }
 
 Result<NpyHeader> ReadNpyHeader(const std::string& path, const NpyLimits& limits) {
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) return NotFound("cannot open " + path);
-  const auto size = static_cast<uint64_t>(f.tellg());
-  std::string head(static_cast<size_t>(std::min<uint64_t>(size, limits.max_header_bytes + 12)), '\0');
-  f.seekg(0);
-  f.read(head.data(), static_cast<std::streamsize>(head.size()));
-  if (!f) return Unavailable("cannot read " + path);
-  return ParseNpyHeader(head, size, limits);
+  auto head = ReadFileHead(path, limits.max_header_bytes + 12);
+  if (!head.ok()) return head.status();
+  return ParseNpyHeader(head->bytes, head->size, limits);
 }
 
 Result<Tensor> ParseNpy(std::string_view bytes, const NpyLimits& limits) {

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <fstream>
 
+#include "tensors/file_head.h"
+
 namespace claw::tensors {
 namespace {
 
@@ -75,14 +77,9 @@ Result<TokenHeader> ParseTokenHeader(std::string_view prefix, uint64_t file_size
 }
 
 Result<TokenHeader> ReadTokenHeader(const std::string& path, const TokenLimits& limits) {
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) return NotFound("cannot open " + path);
-  const auto size = static_cast<uint64_t>(f.tellg());
-  std::string head(static_cast<size_t>(std::min<uint64_t>(size, kTokenHeaderBytes)), '\0');
-  f.seekg(0);
-  f.read(head.data(), static_cast<std::streamsize>(head.size()));
-  if (!f) return Unavailable("cannot read " + path);
-  return ParseTokenHeader(head, size, limits);
+  auto head = ReadFileHead(path, kTokenHeaderBytes);
+  if (!head.ok()) return head.status();
+  return ParseTokenHeader(head->bytes, head->size, limits);
 }
 
 Result<TokenHeader> CheckTokenFile(std::string_view bytes, const TokenLimits& limits) {
