@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include <atomic>
+#include <memory>
 #include <string>
 
 #include "common/status.h"
@@ -22,6 +23,18 @@ int Fail(const Status& st);
 
 // $CLAW_COORDINATOR, else 127.0.0.1:7450.
 std::string DefaultCoordinator();
+
+// Where client commands go, from the global options.
+struct ClientConfig {
+  std::string coordinator;  // host:port of the gRPC API
+  std::string api_token;
+  std::string ca_file;  // the coordinator's CA to pin; empty: plaintext
+  std::string http_url;  // the HTTP API; empty: the coordinator's host, port 7451
+};
+
+// `claw ledger verify | checkpoint` and `claw credits` (ledger_commands.cc):
+// the open ledger and the credit statistics, over the HTTP API.
+void AddLedger(CLI::App& cli, std::shared_ptr<ClientConfig> target);
 
 // `claw agent` (and `claw agent stop`), and the hidden `claw __worker` that
 // agents start.

@@ -62,12 +62,6 @@ std::string DefaultCoordinator() {
 namespace {
 
 // Where client commands go, and as whom.
-struct ClientConfig {
-  std::string coordinator;
-  std::string api_token;
-  std::string ca_file;  // the coordinator's CA to pin; empty: plaintext
-};
-
 Client Connect(const ClientConfig& c) {
   std::string ca;
   if (!c.ca_file.empty()) {
@@ -625,6 +619,7 @@ int RunCli(int argc, char** argv) {
   AddQueries(cli, target);
   AddUsers(cli, target, [token_flag] { return token_flag->count() > 0; });
   AddDemo(cli, &g_interrupted, InstallSignalHandlers);
+  AddLedger(cli, target);
   AddWorker(cli);
   try {
     cli.parse(argc, argv);

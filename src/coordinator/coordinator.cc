@@ -99,9 +99,13 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Create(Store* store, const App
   if (!state.ok()) return state.status();
   size_t jobs = state->jobs.size(), leases = state->leases.size();
   MutexLock lock(c->mu_);  // nobody else has it yet; the analysis wants it held
+  CLAW_RETURN_IF_ERROR(c->LoadBookkeeping());
   CLAW_RETURN_IF_ERROR(c->sched_.Restore(std::move(state).value(), clock->Now()));
   // A job that finished during recovery (all results were in) is committed now.
-  CLAW_RETURN_IF_ERROR(store->Apply(c->sched_.TakeBatch()));
+  StoreBatch recovered = c->sched_.TakeBatch();
+  c->Bookkeep(recovered, clock->Now());
+  CLAW_RETURN_IF_ERROR(store->Apply(recovered));
+  CLAW_RETURN_IF_ERROR(c->ledger_->Commit(recovered.ledger));
   c->sched_.TakeNotices();
   for (const JobView& v : c->sched_.ListJobs(c->sched_.job_count())) {
     if (v.record.state != JobState::kRunning) continue;
@@ -121,11 +125,7 @@ void Coordinator::CommitAndNotify(Time now, SessionSink* ack_to, std::vector<Lea
   std::vector<AgentAssignments> assigned = sched_.Dispatch(now);
   StoreBatch batch = sched_.TakeBatch();
   if (!batch.empty()) {
-    Status st = store_->Apply(batch);
-    if (!st.ok()) {
-      options_.on_store_failure(st);
-      return;
-    }
+    if (!ApplyBatch(batch, now)) return;
     metrics_.store_commits++;
     for (const auto& v : batch.verdicts) {
       if (v.verdict == Verdict::kValid) metrics_.results_valid++;

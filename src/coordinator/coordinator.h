@@ -35,7 +35,9 @@
 #include "common/mutex.h"
 #include "common/status.h"
 #include "core/app.h"
+#include "core/credits.h"
 #include "core/scheduler.h"
+#include "ledger/ledger.h"
 #include "rounds/driver.h"
 #include "store/store.h"
 
@@ -60,6 +62,10 @@ struct CoordinatorOptions {
   // Progress updates to a job's watchers are sent at most this often; a
   // change of state (done, failed, cancelled) is sent at once.
   Duration watch_interval = std::chrono::milliseconds(50);
+  // The open ledger's signing key, as a signed-note signer key
+  // ("PRIVATE+KEY+origin+hash+key", ledger/note.h); its name is the log's
+  // origin. Empty: a key made up for this process (tests).
+  std::string ledger_key;
   // What to do when the store fails. Default: log and abort.
   std::function<void(const Status&)> on_store_failure;
 };
@@ -190,6 +196,16 @@ class Coordinator : private rounds::RoundHost {
 
   CoordinatorMetrics Metrics();
 
+  // ---- credits and the open ledger (bookkeeping.cc) ----
+  const ledger::Ledger& ledger() const { return *ledger_; }
+  // Entries [begin, end) of the ledger, at most 1,000; InvalidArgument for
+  // an empty or reversed range, or one past the log's end.
+  Result<std::vector<LedgerEntry>> LedgerEntries(uint64_t begin, uint64_t end);
+  // Every agent's credit account as it stands now (RAC decayed to now).
+  std::map<AgentId, CreditAccount> CreditAccounts();
+  // Credit per agent and UTC day over the last `days` days (up to 366).
+  Result<std::vector<CreditDay>> CreditHistory(int days);
+
   // Moves training jobs on (the round driver, rounds/driver.h): done by a
   // thread of the coordinator's own every ~100 ms and when a round ends;
   // tests may call it directly.
@@ -225,6 +241,14 @@ class Coordinator : private rounds::RoundHost {
   // Tells the job's watchers about it now, or marks it to be told by a later
   // Tick when the last update was less than watch_interval ago.
   void NotifyWatchers(const JobId& id, Time now, bool force) CLAW_REQUIRES(mu_);
+  // Turns the batch's credit grants into account changes and ledger
+  // entries, for the same transaction (bookkeeping.cc).
+  void Bookkeep(StoreBatch& batch, Time now) CLAW_REQUIRES(mu_);
+  // Commits the batch: the store, then the ledger's tree. On a store
+  // failure, options_.on_store_failure and false.
+  bool ApplyBatch(StoreBatch& batch, Time now) CLAW_REQUIRES(mu_);
+  // Loads credit accounts and the ledger's entries from the store.
+  Status LoadBookkeeping() CLAW_REQUIRES(mu_);
   Status ValidateAgentMessage(const v1::AgentMessage& msg) const;
   // Turns results whose output files the coordinator does not hold into
   // failures (an output counts only with its files), and takes out those
@@ -258,6 +282,9 @@ class Coordinator : private rounds::RoundHost {
   CoordinatorMetrics metrics_ CLAW_GUARDED_BY(mu_);
   // Running training jobs (driven apps), for the driver.
   std::set<JobId> trainings_ CLAW_GUARDED_BY(mu_);
+  CreditBook credits_ CLAW_GUARDED_BY(mu_);
+  std::unique_ptr<ledger::Ledger> ledger_;  // thread-safe; written under mu_
+  std::set<std::pair<JobId, uint32_t>> rounds_logged_ CLAW_GUARDED_BY(mu_);
 
   std::atomic<uint64_t> blob_to_agents_{0}, blob_from_agents_{0};
   std::unique_ptr<rounds::RoundDriver> driver_;

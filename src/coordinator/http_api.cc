@@ -6,56 +6,10 @@
 #include <algorithm>
 
 #include "coordinator/dashboard.h"
+#include "coordinator/http_json.h"
 #include "core/job_spec.h"
 
 namespace claw {
-namespace {
-
-int HttpCode(StatusCode c) {
-  switch (c) {
-    case StatusCode::kInvalidArgument:
-      return 400;
-    case StatusCode::kPermissionDenied:
-      return 403;
-    case StatusCode::kUnauthenticated:
-      return 401;
-    case StatusCode::kNotFound:
-      return 404;
-    case StatusCode::kAlreadyExists:
-    case StatusCode::kFailedPrecondition:
-      return 409;
-    case StatusCode::kResourceExhausted:
-      return 413;
-    case StatusCode::kUnavailable:
-      return 503;
-    default:
-      return 500;
-  }
-}
-
-HttpResponse Json(int code, const nlohmann::json& body) {
-  return HttpResponse{code, "application/json", body.dump(2) + "\n"};
-}
-
-HttpResponse Error(const Status& st) {
-  return Json(HttpCode(st.code()),
-              {{"error", {{"code", StatusCodeName(st.code())}, {"message", st.message()}}}});
-}
-
-// "/api/jobs/ID/results" -> {"api", "jobs", "ID", "results"}.
-std::vector<std::string> Segments(const std::string& path) {
-  std::vector<std::string> out;
-  for (size_t at = 0; at < path.size();) {
-    size_t slash = path.find('/', at);
-    if (slash == std::string::npos) slash = path.size();
-    if (slash > at) out.push_back(path.substr(at, slash - at));
-    at = slash + 1;
-  }
-  return out;
-}
-
-}  // namespace
-
 Result<std::unique_ptr<HttpApi>> HttpApi::Start(Coordinator* coordinator, const Options& options,
                                                 Logger log) {
   std::unique_ptr<HttpApi> api(new HttpApi(coordinator, options.insecure_local));
@@ -90,6 +44,9 @@ HttpResponse HttpApi::Route(const HttpRequest& req) {
     return HttpResponse{200, "text/html; charset=utf-8", kDashboardHtml};
   }
   if (req.method == "GET" && seg.size() == 1 && seg[0] == "metrics") return Metrics();
+  // Open to anyone: the ledger and the credit statistics built on it.
+  if (req.method == "GET" && !seg.empty() && seg[0] == "ledger") return Ledger(req, seg);
+  if (req.method == "GET" && !seg.empty() && seg[0] == "stats") return Stats(req, seg);
   if (!seg.empty() && seg[0] == "api") {
     auto caller = Caller(req);
     if (!caller.ok()) return Error(caller.status());

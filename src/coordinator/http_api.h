@@ -10,6 +10,15 @@
 //   GET  /api/agents             -> {"agents": [...]}
 //   GET  /api/blobs/{sha256}     -> the blob's bytes (ETag: its hash)
 //   GET  /metrics                -> Prometheus text
+//
+// Open to anyone, no token (docs/protocol.md, "The open ledger"):
+//   GET  /ledger/checkpoint      -> the signed checkpoint (C2SP signed note)
+//   GET  /ledger/key             -> the ledger's verifier key
+//   GET  /ledger/entries?start=S&end=E            -> {"entries": [{"index", "data"}]}
+//   GET  /ledger/proof/inclusion?index=I&size=N   -> {"hashes": [base64]}
+//   GET  /ledger/proof/consistency?from=M&to=N    -> {"hashes": [base64]}
+//   GET  /stats/credits.json     -> users and devices with their credit
+//   GET  /stats/users.xml, /stats/hosts.xml       -> the same, as BOINC's db_dump
 //   GET  /                       -> dashboard
 //
 // Every /api call needs `Authorization: Bearer <API token>` (401 without),
@@ -20,6 +29,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/log.h"
 #include "common/status.h"
@@ -51,6 +61,9 @@ class HttpApi {
   HttpResponse Jobs(const HttpRequest& req, const UserRecord& caller);
   HttpResponse Blob(const std::string& hash, const UserRecord& caller);
   HttpResponse Metrics();
+  // http_books.cc
+  HttpResponse Ledger(const HttpRequest& req, const std::vector<std::string>& seg);
+  HttpResponse Stats(const HttpRequest& req, const std::vector<std::string>& seg);
   Result<UserRecord> Caller(const HttpRequest& req) const;
 
   Coordinator* coordinator_;

@@ -9,6 +9,7 @@
 #include "common/files.h"
 #include "coordinator/certificates.h"
 #include "coordinator/tcp_listener.h"
+#include "ledger/note.h"
 
 namespace claw {
 
@@ -32,6 +33,29 @@ Result<std::string> LoadCoordinatorKey(const std::string& data_dir, bool create,
   return kp.secret_key;
 }
 
+Result<std::string> LoadLedgerKey(const std::string& data_dir, Logger log) {
+  const std::string path = data_dir + "/ledger.key";
+  if (std::ifstream f(path); f) {
+    std::string key;
+    std::getline(f, key);
+    auto signer = ledger::ParseSignerKey(key);
+    if (!signer.ok()) return InvalidArgument(path + ": " + signer.status().message());
+    return key;
+  }
+  // The origin names this log and no other (C2SP tlog-checkpoint).
+  const std::string origin = "openclaw-compute/ledger-" + RandomHex(6);
+  auto key = ledger::FormatSignerKey(origin, GenerateSigningKey().secret_key);
+  if (!key.ok()) return key.status();
+  auto signer = ledger::ParseSignerKey(*key);
+  if (!signer.ok()) return signer.status();
+  auto vkey = ledger::FormatVerifierKey(origin, signer->secret_key.substr(32));
+  if (!vkey.ok()) return vkey.status();
+  CLAW_RETURN_IF_ERROR(WriteFileAtomically(path, *key + "\n", 0600));
+  CLAW_RETURN_IF_ERROR(WriteFileAtomically(data_dir + "/ledger.pub", *vkey + "\n", 0644));
+  log->info("created ledger key {} (verifier key {})", path, *vkey);
+  return key;
+}
+
 Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(ServerOptions options,
                                                                     const AppRegistry* apps,
                                                                     Logger log) {
@@ -46,6 +70,11 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(ServerOption
     auto key = LoadCoordinatorKey(s->options_.data_dir, true, log);
     if (!key.ok()) return key.status();
     s->options_.coordinator.signing_key = std::move(key).value();
+  }
+  if (s->options_.coordinator.ledger_key.empty()) {
+    auto key = LoadLedgerKey(s->options_.data_dir, log);
+    if (!key.ok()) return key.status();
+    s->options_.coordinator.ledger_key = std::move(key).value();
   }
   s->blobs_ = std::make_unique<BlobDir>(s->options_.data_dir + "/blobs");
   CLAW_RETURN_IF_ERROR(s->blobs_->Init());

@@ -56,6 +56,12 @@ struct ServerOptions {
 // read it, or create it when `create` is set. NotFound when absent.
 Result<std::string> LoadCoordinatorKey(const std::string& data_dir, bool create, Logger log);
 
+// The open ledger's signing key in <data_dir>/ledger.key (a signed-note
+// signer key, 0600), created on first start with a fresh origin; its
+// verifier key, for anyone to check checkpoints with, in
+// <data_dir>/ledger.pub.
+Result<std::string> LoadLedgerKey(const std::string& data_dir, Logger log);
+
 class CoordinatorServer {
  public:
   static Result<std::unique_ptr<CoordinatorServer>> Start(ServerOptions options,

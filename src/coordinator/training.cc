@@ -93,13 +93,6 @@ Status Coordinator::SubmitRound(const JobId& id, const std::string& owner,
   return Status::Ok();
 }
 
-Status Coordinator::SaveRound(const RoundRecord& round) {
-  CLAW_RETURN_IF_ERROR(store_->PutRound(round));
-  MutexLock lock(mu_);
-  NotifyWatchers(round.job, clock_->Now(), true);
-  return Status::Ok();
-}
-
 Result<std::vector<RoundRecord>> Coordinator::Rounds(const JobId& job) {
   return store_->Rounds(job);
 }

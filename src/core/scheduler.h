@@ -40,6 +40,7 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -47,6 +48,7 @@
 
 #include "common/status.h"
 #include "core/app.h"
+#include "core/credits.h"
 #include "core/job_spec.h"
 #include "core/types.h"
 
@@ -94,6 +96,8 @@ struct SchedulerOptions {
   // which say nothing about the next job: without this, the first agent to
   // ask after a run of instant tasks would take every long task there is.
   double work_buffer_seconds = 1.0;
+  // What a validated result earns (core/credits.h).
+  CreditOptions credit;
 };
 
 // ---- effects -------------------------------------------------------------
@@ -142,13 +146,19 @@ struct StoreBatch {
   std::vector<VerdictUpdate> verdicts;        // after the vote
   std::map<AgentId, Reputation> reputations;  // latest value per agent
   std::vector<BlobOwner> blob_owners;         // output blobs of merged jobs
+  std::vector<CreditGrant> credits;           // validated (or revoked) results' credit
   LeaseId next_lease_id = 0;                  // 0: unchanged
+  // Filled in by the coordinator from `credits`: the accounts they changed
+  // (CreditBook) and their entries in the open ledger.
+  CreditChanges credit_changes;
+  std::vector<LedgerEntry> ledger;
 
   bool empty() const {
     return new_jobs.empty() && leases_granted.empty() && leases_ended.empty() &&
            task_updates.empty() && tasks_added.empty() && job_updates.empty() &&
            replicas_added.empty() &&
-           verdicts.empty() && reputations.empty() && blob_owners.empty() && next_lease_id == 0;
+           verdicts.empty() && reputations.empty() && blob_owners.empty() && credits.empty() &&
+           credit_changes.empty() && ledger.empty() && next_lease_id == 0;
   }
 };
 
@@ -364,8 +374,15 @@ class Scheduler {
   // first replica: 1 for a trusted agent (unless spot-checked), else the
   // job's replication.
   void DecideReplication(Job& job, uint32_t index, const Agent& agent);
-  // Puts a done task back to pending (a revoked result).
-  void Unsettle(Job& job, uint32_t index);
+  // Puts a done task back to pending (a revoked result of `agent`'s, which
+  // gives back the credit it earned).
+  void Unsettle(Job& job, uint32_t index, const Agent& agent);
+  // Grants each of the results that count the lowest of their claims
+  // (core/credits.h). `earners`: (agent, run time) of each.
+  void GrantCredit(const Job& job, uint32_t index,
+                   std::span<const std::pair<Agent*, uint64_t>> earners);
+  // What one of the agent's results claims, in credits.
+  double Claim(const Task& task, const Agent& agent, uint64_t runtime_us) const;
   void MergeJob(Job& job, Time now);
   // Whether a job that closes early (JobSpec::close_done, close_after) has
   // what it needs to close now.

@@ -184,6 +184,10 @@ void Scheduler::Settle(Job& job, uint32_t index, size_t canonical, Time now) {
     LeaseId lease;
   };
   std::vector<Judged> judged;
+  std::vector<std::pair<Agent*, uint64_t>> earners;  // results that earn credit
+  if (job.spec.quorum <= 1 || task.results.size() == 1) {
+    earners.emplace_back(winner.agent, winner.runtime_us);
+  }
   if (job.spec.quorum > 1 && task.results.size() == 1) {  // accepted unchecked
     batch_.verdicts.push_back(
         VerdictUpdate{job.record.id, index, winner.agent->id, Verdict::kUnverified});
@@ -197,8 +201,10 @@ void Scheduler::Settle(Job& job, uint32_t index, size_t canonical, Time now) {
       batch_.verdicts.push_back(VerdictUpdate{job.record.id, index, r.agent->id,
                                               valid ? Verdict::kValid : Verdict::kInvalid});
       judged.push_back({r.agent, valid, r.lease});
+      if (valid) earners.emplace_back(r.agent, r.runtime_us);
     }
   }
+  GrantCredit(job, index, earners);
   // Replicas still running are not needed any more.
   for (LeaseId id : std::vector<LeaseId>(task.leases)) {
     Lease l = EndLease(id);
@@ -219,9 +225,30 @@ void Scheduler::Settle(Job& job, uint32_t index, size_t canonical, Time now) {
   MaybeFinish(job, now);
 }
 
-void Scheduler::Unsettle(Job& job, uint32_t index) {
+double Scheduler::Claim(const Task& task, const Agent& agent, uint64_t runtime_us) const {
+  const double flops = agent.flops > 0 ? agent.flops : options_.default_flops;
+  return ClaimedFlop(flops, runtime_us, task.cost_flop * options_.credit.bound_factor) /
+         kFlopPerCredit;
+}
+
+void Scheduler::GrantCredit(const Job& job, uint32_t index,
+                            std::span<const std::pair<Agent*, uint64_t>> earners) {
+  const Task& task = job.tasks[index];
+  std::vector<double> claims;
+  claims.reserve(earners.size());
+  for (const auto& [agent, runtime_us] : earners) claims.push_back(Claim(task, *agent, runtime_us));
+  const double each = QuorumClaim(claims);
+  for (const auto& [agent, runtime_us] : earners) {
+    batch_.credits.push_back(CreditGrant{job.record.id, index, agent->id, agent->owner, each, runtime_us});
+  }
+}
+
+void Scheduler::Unsettle(Job& job, uint32_t index, const Agent& agent) {
   Task& task = job.tasks[index];
   if (task.state != TaskState::kDone) return;
+  // It was done on this agent's word alone (its one result's run time).
+  batch_.credits.push_back(CreditGrant{job.record.id, index, agent.id, agent.owner,
+                                       -Claim(task, agent, task.runtime_us), task.runtime_us});
   task.state = TaskState::kPending;
   task.output.clear();
   task.unchecked_by = nullptr;
@@ -273,7 +300,7 @@ void Scheduler::Judge(Agent& agent, bool valid, LeaseId lease, Time now) {
     batch_.verdicts.push_back(VerdictUpdate{u.job, u.index, agent.id, Verdict::kRevoked});
     Task& task = job->tasks[u.index];
     if (task.state == TaskState::kDone) {
-      Unsettle(*job, u.index);
+      Unsettle(*job, u.index, agent);
     } else if (std::erase_if(task.results, [&](const ReplicaResult& r) { return r.agent == &agent; })) {
       // It was under check: its answer leaves the vote.
       task.unchecked_by = nullptr;

@@ -169,6 +169,21 @@ struct RoundRecord {
   Time finished;
 };
 
+// One entry of the open ledger (src/ledger/): its place in the log and its
+// bytes (canonical JSON), which the log's Merkle tree hashes.
+struct LedgerEntry {
+  uint64_t index = 0;
+  std::string data;
+};
+
+// Credit an agent earned on one UTC day (day 0: 1970-01-01).
+struct CreditDay {
+  int64_t day = 0;
+  std::string agent;
+  std::string owner;
+  double credit = 0;
+};
+
 // A user may read this blob: they uploaded it, or a job of theirs made it.
 struct BlobOwner {
   std::string hash;

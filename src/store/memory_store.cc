@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <map>
 #include <set>
 #include <tuple>
@@ -14,6 +15,16 @@ class MemoryStore final : public Store {
     MutexLock lock(mu_);
     for (const auto& nj : b.new_jobs) {
       if (jobs_.count(nj.job.id)) return Internal("job " + nj.job.id + " stored twice");
+    }
+    CLAW_RETURN_IF_ERROR(CheckLedger(b.ledger));
+    AppendLedger(b.ledger);
+    for (const auto& [agent, account] : b.credit_changes.accounts) credits_[agent] = account;
+    for (const auto& [key, credit] : b.credit_changes.days) {
+      CreditDay& d = credit_days_[key];
+      d.day = key.first;
+      d.agent = key.second;
+      d.owner = credits_[key.second].owner;
+      d.credit += credit;
     }
     for (const auto& nj : b.new_jobs) {
       jobs_[nj.job.id] = nj.job;
@@ -142,10 +153,50 @@ class MemoryStore final : public Store {
     return blob_owners_.count({owner.hash, owner.user}) > 0;
   }
 
-  Status PutRound(const RoundRecord& r) override {
+  Status PutRound(const RoundRecord& r, const std::vector<LedgerEntry>& ledger) override {
     MutexLock lock(mu_);
+    CLAW_RETURN_IF_ERROR(CheckLedger(ledger));
+    AppendLedger(ledger);
     rounds_[{r.job, r.round}] = r;
     return Status::Ok();
+  }
+
+  Result<std::map<AgentId, CreditAccount>> CreditAccounts() override {
+    MutexLock lock(mu_);
+    return credits_;
+  }
+
+  Result<std::vector<CreditDay>> CreditDays(int64_t from_day, int64_t to_day) override {
+    MutexLock lock(mu_);
+    std::vector<CreditDay> out;
+    for (auto it = credit_days_.lower_bound({from_day, ""});
+         it != credit_days_.end() && it->first.first <= to_day; ++it) {
+      out.push_back(it->second);
+    }
+    return out;
+  }
+
+  Result<std::vector<LedgerEntry>> LedgerEntries(uint64_t begin, uint64_t end) override {
+    MutexLock lock(mu_);
+    std::vector<LedgerEntry> out;
+    for (uint64_t i = begin; i < std::min<uint64_t>(end, ledger_.size()); ++i) {
+      out.push_back(LedgerEntry{i, ledger_[i]});
+    }
+    return out;
+  }
+
+  // As SQLite's primary key does: an index that is taken, or one past the
+  // end, fails the transaction.
+  Status CheckLedger(const std::vector<LedgerEntry>& entries) const CLAW_REQUIRES(mu_) {
+    for (size_t i = 0; i < entries.size(); ++i) {
+      if (entries[i].index != ledger_.size() + i) {
+        return Internal("ledger entry " + std::to_string(entries[i].index) + " out of order");
+      }
+    }
+    return Status::Ok();
+  }
+  void AppendLedger(const std::vector<LedgerEntry>& entries) CLAW_REQUIRES(mu_) {
+    for (const auto& e : entries) ledger_.push_back(e.data);
   }
 
   Result<std::vector<RoundRecord>> Rounds(const JobId& job) override {
@@ -173,6 +224,9 @@ class MemoryStore final : public Store {
   std::map<std::string, UserRecord> users_ CLAW_GUARDED_BY(mu_);
   std::set<std::pair<std::string, std::string>> blob_owners_ CLAW_GUARDED_BY(mu_);
   std::map<std::pair<JobId, uint32_t>, RoundRecord> rounds_ CLAW_GUARDED_BY(mu_);
+  std::map<AgentId, CreditAccount> credits_ CLAW_GUARDED_BY(mu_);
+  std::map<std::pair<int64_t, AgentId>, CreditDay> credit_days_ CLAW_GUARDED_BY(mu_);
+  std::vector<std::string> ledger_ CLAW_GUARDED_BY(mu_);
   LeaseId next_lease_id_ CLAW_GUARDED_BY(mu_) = 1;
 };
 

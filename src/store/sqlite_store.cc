@@ -10,16 +10,19 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "common/mutex.h"
+#include "store/sqlite_stmt.h"
 
 #include "store/store.h"
 
 namespace claw {
 namespace {
 
-constexpr int kSchemaVersion = 7;
+constexpr int kSchemaVersion = 8;
 
 // Upgrades from each older schema version to the next; index i upgrades from i+1.
 constexpr const char* kMigrations[] = {
@@ -54,6 +57,13 @@ constexpr const char* kMigrations[] = {
     "  model TEXT NOT NULL, state TEXT NOT NULL, residual TEXT NOT NULL, update_ TEXT NOT NULL,"
     "  info TEXT NOT NULL, finished_us INTEGER NOT NULL, PRIMARY KEY (job, round)) WITHOUT ROWID;"
     "UPDATE meta SET value = '7' WHERE key = 'schema_version';",
+    // 7 -> 8: credits and the open ledger
+    "CREATE TABLE IF NOT EXISTS credits (agent TEXT PRIMARY KEY, owner TEXT NOT NULL,"
+    "  total REAL NOT NULL, results INTEGER NOT NULL, rac REAL NOT NULL, rac_time REAL NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS credit_days (day INTEGER NOT NULL, agent TEXT NOT NULL,"
+    "  owner TEXT NOT NULL, credit REAL NOT NULL, PRIMARY KEY (day, agent)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS ledger (idx INTEGER PRIMARY KEY, entry BLOB NOT NULL);"
+    "UPDATE meta SET value = '8' WHERE key = 'schema_version';",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion - 1);
 
@@ -92,85 +102,16 @@ CREATE TABLE IF NOT EXISTS rounds (
   job TEXT NOT NULL, round INTEGER NOT NULL, model TEXT NOT NULL, state TEXT NOT NULL,
   residual TEXT NOT NULL, update_ TEXT NOT NULL, info TEXT NOT NULL, finished_us INTEGER NOT NULL,
   PRIMARY KEY (job, round)) WITHOUT ROWID;
-INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '7');
+CREATE TABLE IF NOT EXISTS credits (
+  agent TEXT PRIMARY KEY, owner TEXT NOT NULL, total REAL NOT NULL, results INTEGER NOT NULL,
+  rac REAL NOT NULL, rac_time REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS credit_days (
+  day INTEGER NOT NULL, agent TEXT NOT NULL, owner TEXT NOT NULL, credit REAL NOT NULL,
+  PRIMARY KEY (day, agent)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS ledger (idx INTEGER PRIMARY KEY, entry BLOB NOT NULL);
+INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '8');
 INSERT OR IGNORE INTO meta (key, value) VALUES ('next_lease_id', '1');
 )sql";
-
-// A prepared statement; reset after each use.
-class Stmt {
- public:
-  Stmt() = default;
-  Stmt(sqlite3* db, const char* sql) : db_(db) {
-    if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s_, nullptr) != SQLITE_OK) {
-      error_ = std::string(sqlite3_errmsg(db)) + " in: " + sql;
-    }
-  }
-  ~Stmt() { sqlite3_finalize(s_); }
-  Stmt(Stmt&& o) noexcept
-      : db_(o.db_), s_(std::exchange(o.s_, nullptr)), error_(o.error_), index_(std::move(o.index_)) {}
-  Stmt& operator=(Stmt&& o) noexcept {
-    std::swap(s_, o.s_);
-    db_ = o.db_;
-    error_ = o.error_;
-    index_.swap(o.index_);
-    return *this;
-  }
-  const std::string& error() const { return error_; }
-
-  Stmt& Bind(const char* name, int64_t v) {
-    sqlite3_bind_int64(s_, Index(name), v);
-    return *this;
-  }
-  Stmt& Bind(const char* name, double v) {
-    sqlite3_bind_double(s_, Index(name), v);
-    return *this;
-  }
-  Stmt& Bind(const char* name, const std::string& v) {
-    sqlite3_bind_text(s_, Index(name), v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
-    return *this;
-  }
-  Stmt& BindBlob(const char* name, const std::string& v) {
-    sqlite3_bind_blob(s_, Index(name), v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
-    return *this;
-  }
-  // Runs a statement that returns no rows.
-  Status Exec() {
-    int rc = sqlite3_step(s_);
-    sqlite3_reset(s_);
-    sqlite3_clear_bindings(s_);
-    if (rc != SQLITE_DONE) return Internal(std::string("sqlite: ") + sqlite3_errmsg(db_));
-    return Status::Ok();
-  }
-  // Steps once: true while a row is available.
-  bool Row() { return sqlite3_step(s_) == SQLITE_ROW; }
-  void Reset() {
-    sqlite3_reset(s_);
-    sqlite3_clear_bindings(s_);
-  }
-  int64_t Int(int col) { return sqlite3_column_int64(s_, col); }
-  double Real(int col) { return sqlite3_column_double(s_, col); }
-  std::string Text(int col) {
-    const void* p = sqlite3_column_blob(s_, col);
-    int n = sqlite3_column_bytes(s_, col);
-    return p ? std::string(static_cast<const char*>(p), n) : std::string();
-  }
-
- private:
-  // Parameter names are string literals: remembered by address, so the hot
-  // path does not look names up in SQLite on every bind.
-  int Index(const char* name) {
-    for (const auto& [n, i] : index_) {
-      if (n == name) return i;
-    }
-    int i = sqlite3_bind_parameter_index(s_, name);
-    index_.emplace_back(name, i);
-    return i;
-  }
-  sqlite3* db_ = nullptr;
-  sqlite3_stmt* s_ = nullptr;
-  std::string error_;
-  std::vector<std::pair<const char*, int>> index_;
-};
 
 class SqliteStore final : public Store {
  public:
@@ -260,6 +201,19 @@ class SqliteStore final : public Store {
         {&insert_round_,
          "INSERT OR REPLACE INTO rounds (job, round, model, state, residual, update_, info, "
          "finished_us) VALUES (:job, :round, :model, :state, :residual, :update, :info, :finished)"},
+        {&upsert_credit_,
+         "INSERT OR REPLACE INTO credits (agent, owner, total, results, rac, rac_time) "
+         "VALUES (:agent, :owner, :total, :results, :rac, :rac_time)"},
+        {&add_credit_day_,
+         "INSERT INTO credit_days (day, agent, owner, credit) VALUES (:day, :agent, :owner, :credit) "
+         "ON CONFLICT (day, agent) DO UPDATE SET credit = credit + excluded.credit"},
+        {&insert_ledger_, "INSERT INTO ledger (idx, entry) VALUES (:idx, :entry)"},
+        {&select_credits_, "SELECT agent, owner, total, results, rac, rac_time FROM credits"},
+        {&select_credit_days_,
+         "SELECT day, agent, owner, credit FROM credit_days WHERE day >= :from AND day <= :to "
+         "ORDER BY day, agent"},
+        {&select_ledger_,
+         "SELECT idx, entry FROM ledger WHERE idx >= :begin AND idx < :end ORDER BY idx"},
         {&select_rounds_,
          "SELECT round, model, state, residual, update_, info, finished_us FROM rounds "
          "WHERE job = :job ORDER BY round"},
@@ -428,17 +382,60 @@ class SqliteStore final : public Store {
     return found;
   }
 
-  Status PutRound(const RoundRecord& r) override {
+  Status PutRound(const RoundRecord& r, const std::vector<LedgerEntry>& ledger) override {
     MutexLock lock(mu_);
-    return insert_round_.Bind(":job", r.job)
-        .Bind(":round", static_cast<int64_t>(r.round))
-        .Bind(":model", r.model)
-        .Bind(":state", r.state)
-        .Bind(":residual", r.residual)
-        .Bind(":update", r.update)
-        .Bind(":info", r.info_json)
-        .Bind(":finished", r.finished.us)
-        .Exec();
+    CLAW_RETURN_IF_ERROR(begin_.Exec());
+    Status st = insert_round_.Bind(":job", r.job)
+                    .Bind(":round", static_cast<int64_t>(r.round))
+                    .Bind(":model", r.model)
+                    .Bind(":state", r.state)
+                    .Bind(":residual", r.residual)
+                    .Bind(":update", r.update)
+                    .Bind(":info", r.info_json)
+                    .Bind(":finished", r.finished.us)
+                    .Exec();
+    if (st.ok()) st = InsertLedger(ledger);
+    if (st.ok()) st = commit_.Exec();
+    if (!st.ok()) (void)rollback_.Exec();
+    return st;
+  }
+
+  Result<std::map<AgentId, CreditAccount>> CreditAccounts() override {
+    MutexLock lock(mu_);
+    std::map<AgentId, CreditAccount> out;
+    while (select_credits_.Row()) {
+      CreditAccount& a = out[select_credits_.Text(0)];
+      a.owner = select_credits_.Text(1);
+      a.total = select_credits_.Real(2);
+      a.results = static_cast<uint64_t>(select_credits_.Int(3));
+      a.recent = RecentAverage{select_credits_.Real(4), select_credits_.Real(5)};
+    }
+    select_credits_.Reset();
+    return out;
+  }
+
+  Result<std::vector<CreditDay>> CreditDays(int64_t from_day, int64_t to_day) override {
+    MutexLock lock(mu_);
+    std::vector<CreditDay> out;
+    select_credit_days_.Bind(":from", from_day).Bind(":to", to_day);
+    while (select_credit_days_.Row()) {
+      out.push_back(CreditDay{select_credit_days_.Int(0), select_credit_days_.Text(1),
+                              select_credit_days_.Text(2), select_credit_days_.Real(3)});
+    }
+    select_credit_days_.Reset();
+    return out;
+  }
+
+  Result<std::vector<LedgerEntry>> LedgerEntries(uint64_t begin, uint64_t end) override {
+    MutexLock lock(mu_);
+    std::vector<LedgerEntry> out;
+    select_ledger_.Bind(":begin", static_cast<int64_t>(std::min<uint64_t>(begin, INT64_MAX)))
+        .Bind(":end", static_cast<int64_t>(std::min<uint64_t>(end, INT64_MAX)));
+    while (select_ledger_.Row()) {
+      out.push_back(LedgerEntry{static_cast<uint64_t>(select_ledger_.Int(0)), select_ledger_.Text(1)});
+    }
+    select_ledger_.Reset();
+    return out;
   }
 
   Result<std::vector<RoundRecord>> Rounds(const JobId& job) override {
@@ -575,9 +572,37 @@ class SqliteStore final : public Store {
     for (const auto& o : b.blob_owners) {
       CLAW_RETURN_IF_ERROR(insert_blob_owner_.Bind(":hash", o.hash).Bind(":user", o.user).Exec());
     }
+    for (const auto& [agent, a] : b.credit_changes.accounts) {
+      CLAW_RETURN_IF_ERROR(upsert_credit_.Bind(":agent", agent)
+                               .Bind(":owner", a.owner)
+                               .Bind(":total", a.total)
+                               .Bind(":results", static_cast<int64_t>(a.results))
+                               .Bind(":rac", a.recent.average)
+                               .Bind(":rac_time", a.recent.updated_s)
+                               .Exec());
+    }
+    for (const auto& [key, credit] : b.credit_changes.days) {
+      auto it = b.credit_changes.accounts.find(key.second);
+      const std::string owner = it == b.credit_changes.accounts.end() ? "" : it->second.owner;
+      CLAW_RETURN_IF_ERROR(add_credit_day_.Bind(":day", key.first)
+                               .Bind(":agent", key.second)
+                               .Bind(":owner", owner)
+                               .Bind(":credit", credit)
+                               .Exec());
+    }
+    CLAW_RETURN_IF_ERROR(InsertLedger(b.ledger));
     if (b.next_lease_id) {
       CLAW_RETURN_IF_ERROR(
           set_next_lease_.Bind(":v", std::to_string(b.next_lease_id)).Exec());
+    }
+    return Status::Ok();
+  }
+
+  Status InsertLedger(const std::vector<LedgerEntry>& entries) CLAW_REQUIRES(mu_) {
+    for (const auto& e : entries) {
+      CLAW_RETURN_IF_ERROR(insert_ledger_.Bind(":idx", static_cast<int64_t>(e.index))
+                               .BindBlob(":entry", e.data)
+                               .Exec());
     }
     return Status::Ok();
   }
@@ -617,6 +642,12 @@ class SqliteStore final : public Store {
   Stmt select_blob_owner_ CLAW_GUARDED_BY(mu_);
   Stmt insert_round_ CLAW_GUARDED_BY(mu_);
   Stmt select_rounds_ CLAW_GUARDED_BY(mu_);
+  Stmt upsert_credit_ CLAW_GUARDED_BY(mu_);
+  Stmt add_credit_day_ CLAW_GUARDED_BY(mu_);
+  Stmt insert_ledger_ CLAW_GUARDED_BY(mu_);
+  Stmt select_credits_ CLAW_GUARDED_BY(mu_);
+  Stmt select_credit_days_ CLAW_GUARDED_BY(mu_);
+  Stmt select_ledger_ CLAW_GUARDED_BY(mu_);
 };
 
 Result<int> LockDatabase(const std::string& path) {

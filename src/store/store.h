@@ -10,11 +10,13 @@
 // Implementations are thread-safe (each call is atomic).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
+#include "core/credits.h"
 #include "core/scheduler.h"
 #include "core/types.h"
 
@@ -56,9 +58,20 @@ class Store {
 
   // Training jobs' finished rounds. Putting a round that is there already
   // replaces it (a round aggregated again after a restart is the same).
-  virtual Status PutRound(const RoundRecord& round) = 0;
+  // `ledger` entries are appended in the same transaction.
+  virtual Status PutRound(const RoundRecord& round, const std::vector<LedgerEntry>& ledger) = 0;
   // The job's rounds, in order.
   virtual Result<std::vector<RoundRecord>> Rounds(const JobId& job) = 0;
+
+  // ---- credits and the open ledger (StoreBatch::credit_changes, ledger) ----
+  // Every agent's credit account.
+  virtual Result<std::map<AgentId, CreditAccount>> CreditAccounts() = 0;
+  // Credit per agent and day, for days in [from_day, to_day], by day.
+  virtual Result<std::vector<CreditDay>> CreditDays(int64_t from_day, int64_t to_day) = 0;
+  // The ledger's entries with index in [begin, end), in order. An entry is
+  // never changed or removed; appending an index that exists fails the
+  // whole transaction (Internal).
+  virtual Result<std::vector<LedgerEntry>> LedgerEntries(uint64_t begin, uint64_t end) = 0;
 };
 
 std::unique_ptr<Store> NewMemoryStore();

@@ -118,9 +118,9 @@ TEST_P(StoreConformance, TrainingRoundsComeBackInOrderAndAPutAgainReplaces) {
   RoundRecord r2{"j1", 2, "m2", "s2", "e2", "u2", R"({"round":2})", Time{20}};
   RoundRecord r0{"j1", 0, "m0", "", "", "", R"({"round":0})", Time{1}};
   RoundRecord other{"j10", 0, "x", "", "", "", "{}", Time{3}};
-  for (const auto* r : {&r2, &r0, &other}) ASSERT_TRUE(store_->PutRound(*r).ok());
+  for (const auto* r : {&r2, &r0, &other}) ASSERT_TRUE(store_->PutRound(*r, {}).ok());
   r2.info_json = R"({"round":2,"again":true})";  // aggregated again after a restart
-  ASSERT_TRUE(store_->PutRound(r2).ok());
+  ASSERT_TRUE(store_->PutRound(r2, {}).ok());
   auto rounds = store_->Rounds("j1");
   ASSERT_TRUE(rounds.ok());
   ASSERT_EQ(rounds->size(), 2u);
