@@ -7,7 +7,7 @@ CMAKE_FLAGS ?=
 
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD ?= build-fuzz
-FUZZ_TARGETS = job_spec agent_message client_requests safetensors npy npz tokens
+FUZZ_TARGETS = job_spec agent_message client_requests safetensors npy npz tokens signed_note
 SAN_BUILD ?= build-sanitize
 SAN_REPORTS = $(abspath $(SAN_BUILD))/reports
 

@@ -20,6 +20,7 @@
 #include "tensors/npy.h"
 #include "tensors/npz.h"
 #include "tensors/tokens.h"
+#include "ledger/note.h"
 #include "tensors/safetensors.h"
 #include "store/store.h"
 
@@ -287,6 +288,37 @@ inline void FuzzTokens(std::string_view input) {
   FuzzCheck(back.ok() && back->count == h->count && back->vocab == h->vocab, "written tokens read otherwise");
   for (uint64_t i = 0; i < h->count; ++i) {
     FuzzCheck(tensors::TokenAt(*again, *back, i) == tokens[i], "a written token reads otherwise");
+  }
+}
+
+// Any bytes as a signed note (a ledger checkpoint, as `claw ledger verify`
+// reads it from a coordinator it does not trust): refused with a message,
+// or its text is the note's start, ends in a newline, and as a checkpoint
+// reads back to what it says. Verifier keys from the input's first line
+// parse or are refused, never crash.
+inline void FuzzSignedNote(std::string_view input) {
+  static const ledger::NoteVerifier verifier = *ledger::ParseVerifierKey(
+      "PeterNeumann+c74f20a3+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW");
+  auto text = ledger::OpenNote(input, verifier);
+  if (!text.ok()) {
+    FuzzCheck(!text.status().message().empty(), "an error without a message");
+  } else {
+    FuzzCheck(input.substr(0, text->size()) == *text, "the text is not the note's start");
+    FuzzCheck(!text->empty() && text->back() == '\n', "a text without its final newline");
+  }
+  auto cp = ledger::ParseCheckpoint(text.ok() ? std::string_view(*text) : input);
+  if (cp.ok()) {
+    const std::string again = ledger::FormatCheckpoint(*cp);
+    auto back = ledger::ParseCheckpoint(again);
+    FuzzCheck(back.ok() && back->origin == cp->origin && back->size == cp->size &&
+                  back->root == cp->root,
+              "a checkpoint reads back otherwise");
+  }
+  auto vkey = ledger::ParseVerifierKey(input.substr(0, input.find('\n')));
+  if (vkey.ok()) {
+    auto formatted = ledger::FormatVerifierKey(vkey->name, vkey->public_key);
+    FuzzCheck(formatted.ok() && ledger::ParseVerifierKey(*formatted).ok(),
+              "a parsed verifier key does not format back");
   }
 }
 

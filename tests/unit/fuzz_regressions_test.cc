@@ -35,6 +35,7 @@ TEST(FuzzRegressions, Safetensors) { ReplayAll("safetensors", FuzzSafetensors); 
 TEST(FuzzRegressions, Npy) { ReplayAll("npy", FuzzNpy); }
 TEST(FuzzRegressions, Npz) { ReplayAll("npz", FuzzNpz); }
 TEST(FuzzRegressions, Tokens) { ReplayAll("tokens", FuzzTokens); }
+TEST(FuzzRegressions, SignedNote) { ReplayAll("signed_note", FuzzSignedNote); }
 
 }  // namespace
 }  // namespace claw
