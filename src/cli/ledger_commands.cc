@@ -28,6 +28,14 @@ using ledger::Hash;
 
 constexpr uint64_t kPage = 1000;
 
+// Credit for a table: whole numbers past 1,000, else 4 significant digits
+// (a short task earns thousandths).
+std::string CreditText(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, v >= 1000 || v == 0 ? "%.0f" : "%.4g", v);
+  return buf;
+}
+
 std::string HttpUrlOf(const ClientConfig& c) {
   if (!c.http_url.empty()) return c.http_url;
   const std::string host = c.coordinator.substr(0, c.coordinator.rfind(':'));
@@ -233,7 +241,8 @@ Status Verify(OpenApi& api, std::string key, const std::string& state_path, int6
     std::printf("recorded: %llu training rounds; credit by owner:\n",
                 static_cast<unsigned long long>(rounds));
     for (const auto& [owner, c] : credit) {
-      std::printf("  %-24s %14.6f\n", owner.empty() ? "(unknown)" : OneLine(owner).c_str(), c);
+      std::printf("  %-24s %14s\n", owner.empty() ? "(unknown)" : OneLine(owner).c_str(),
+                  CreditText(c).c_str());
     }
   }
 
@@ -259,17 +268,19 @@ void PrintCredits(const nlohmann::json& stats, bool devices) {
   }
   for (const auto& r : stats[list]) {
     if (devices) {
-      std::printf("%5llu  %-18.18s %-16.16s %14.3f %12.3f %8llu\n",
+      std::printf("%5llu  %-18.18s %-16.16s %14s %12s %8llu\n",
                   static_cast<unsigned long long>(r.value("rank", 0)),
                   OneLine(r.value("id", "")).c_str(),
                   r.value("owner", "").empty() ? "-" : OneLine(r.value("owner", "")).c_str(),
-                  r.value("total_credit", 0.0), r.value("recent_average_credit", 0.0),
+                  CreditText(r.value("total_credit", 0.0)).c_str(),
+                  CreditText(r.value("recent_average_credit", 0.0)).c_str(),
                   static_cast<unsigned long long>(r.value("results", 0)));
     } else {
-      std::printf("%5llu  %-20.20s %14.3f %12.3f %8llu %8llu %10.1f%%\n",
+      std::printf("%5llu  %-20.20s %14s %12s %8llu %8llu %10.1f%%\n",
                   static_cast<unsigned long long>(r.value("rank", 0)),
                   r.value("name", "").empty() ? "(unknown)" : OneLine(r.value("name", "")).c_str(),
-                  r.value("total_credit", 0.0), r.value("recent_average_credit", 0.0),
+                  CreditText(r.value("total_credit", 0.0)).c_str(),
+                  CreditText(r.value("recent_average_credit", 0.0)).c_str(),
                   static_cast<unsigned long long>(r.value("results", 0)),
                   static_cast<unsigned long long>(r.value("devices", 0)),
                   r.value("percentile", 0.0));
