@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "cli/client.h"
 #include "common/status.h"
 
 namespace claw {
@@ -31,6 +32,14 @@ struct ClientConfig {
   std::string ca_file;  // the coordinator's CA to pin; empty: plaintext
   std::string http_url;  // the HTTP API; empty: the coordinator's host, port 7451
 };
+
+// A gRPC client of the coordinator, as `c` says (exits with the error for
+// an unreadable CA file).
+Client Connect(const ClientConfig& c);
+
+// `claw usage`, `claw users set-tier` and `claw why` (usage_commands.cc);
+// after AddUsers, whose `users` command it extends.
+void AddUsage(CLI::App& cli, std::shared_ptr<ClientConfig> target);
 
 // `claw ledger verify | checkpoint` and `claw credits` (ledger_commands.cc):
 // the open ledger and the credit statistics, over the HTTP API.

@@ -59,9 +59,6 @@ std::string DefaultCoordinator() {
   return env ? env : "127.0.0.1:7450";
 }
 
-namespace {
-
-// Where client commands go, and as whom.
 Client Connect(const ClientConfig& c) {
   std::string ca;
   if (!c.ca_file.empty()) {
@@ -71,6 +68,8 @@ Client Connect(const ClientConfig& c) {
   }
   return Client(c.coordinator, std::chrono::seconds(30), c.api_token, ca);
 }
+
+namespace {
 
 void PrintJobHeader() {
   std::printf("%-14s %-10s %-10s %-9s %15s %7s  %s\n", "JOB", "APP", "NAME", "STATE",
@@ -620,6 +619,7 @@ int RunCli(int argc, char** argv) {
   AddUsers(cli, target, [token_flag] { return token_flag->count() > 0; });
   AddDemo(cli, &g_interrupted, InstallSignalHandlers);
   AddLedger(cli, target);
+  AddUsage(cli, target);
   AddWorker(cli);
   try {
     cli.parse(argc, argv);

@@ -6,8 +6,6 @@
 // last time (a consistency proof against the state file), so nothing seen
 // was changed or removed; and that the entries served hash to the signed
 // root (all of them, or one with its inclusion proof).
-#include <httplib.h>
-
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -15,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command_parts.h"
+#include "cli/http_client.h"
 #include "cli/output.h"
 #include "common/crypto.h"
 #include "common/files.h"
@@ -35,68 +34,6 @@ std::string CreditText(double v) {
   std::snprintf(buf, sizeof buf, v >= 1000 || v == 0 ? "%.0f" : "%.4g", v);
   return buf;
 }
-
-std::string HttpUrlOf(const ClientConfig& c) {
-  if (!c.http_url.empty()) return c.http_url;
-  const std::string host = c.coordinator.substr(0, c.coordinator.rfind(':'));
-  return (c.ca_file.empty() ? "http://" : "https://") + host + ":7451";
-}
-
-// A small client for the open endpoints: GET only, the CA pinned for HTTPS.
-class OpenApi {
- public:
-  explicit OpenApi(const ClientConfig& c) : url_(HttpUrlOf(c)), http_(url_) {
-    http_.set_connection_timeout(10);
-    http_.set_read_timeout(30);
-    if (!c.ca_file.empty()) {
-      http_.set_ca_cert_path(c.ca_file.c_str());
-      http_.enable_server_certificate_verification(true);
-    }
-  }
-  const std::string& url() const { return url_; }
-
-  Result<std::string> Get(const std::string& path) {
-    auto res = http_.Get(path);
-    if (!res) {
-      return Unavailable("cannot reach " + url_ + path + ": " + httplib::to_string(res.error()));
-    }
-    if (res->status != 200) {
-      auto body = nlohmann::json::parse(res->body, nullptr, false);
-      std::string why = body.is_object() && body.contains("error")
-                            ? body["error"].value("message", "")
-                            : res->body.substr(0, 200);
-      return FailedPrecondition(url_ + path + ": HTTP " + std::to_string(res->status) + ": " + why);
-    }
-    return res->body;
-  }
-  Result<nlohmann::json> GetJson(const std::string& path) {
-    auto body = Get(path);
-    if (!body.ok()) return body.status();
-    auto j = nlohmann::json::parse(*body, nullptr, false);
-    if (!j.is_object()) return InvalidArgument(url_ + path + ": not a JSON object");
-    return j;
-  }
-  Result<std::vector<Hash>> GetHashes(const std::string& path) {
-    auto j = GetJson(path);
-    if (!j.ok()) return j.status();
-    if (!j->contains("hashes") || !(*j)["hashes"].is_array()) {
-      return InvalidArgument(url_ + path + ": no \"hashes\" list");
-    }
-    std::vector<Hash> out;
-    for (const auto& h : (*j)["hashes"]) {
-      auto bytes = h.is_string() ? ledger::FromBase64(h.get<std::string>())
-                                 : Result<std::string>(InvalidArgument("not a string"));
-      auto hash = bytes.ok() ? ledger::HashFromBytes(*bytes) : Result<Hash>(bytes.status());
-      if (!hash.ok()) return InvalidArgument(url_ + path + ": a hash: " + hash.status().message());
-      out.push_back(*hash);
-    }
-    return out;
-  }
-
- private:
-  std::string url_;
-  httplib::Client http_;
-};
 
 struct Seen {
   std::string key;
@@ -123,7 +60,7 @@ std::string DefaultStatePath() {
 
 // Fetches the entries [0, size) and checks that they hash to `root`. Sums
 // the credit they record per owner into `credit`.
-Status CheckAllEntries(OpenApi& api, uint64_t size, const Hash& root,
+Status CheckAllEntries(HttpApiClient& api, uint64_t size, const Hash& root,
                        std::map<std::string, double>* credit, uint64_t* rounds) {
   ledger::MerkleTree tree;
   for (uint64_t start = 0; start < size; start += kPage) {
@@ -161,7 +98,7 @@ Status CheckAllEntries(OpenApi& api, uint64_t size, const Hash& root,
   return Status::Ok();
 }
 
-Status Verify(OpenApi& api, std::string key, const std::string& state_path, int64_t entry) {
+Status Verify(HttpApiClient& api, std::string key, const std::string& state_path, int64_t entry) {
   Seen seen = ReadState(state_path);
   if (key.empty()) key = seen.key;
   auto served_key = api.Get("/ledger/key");
@@ -313,14 +250,14 @@ void AddLedger(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
       ->capture_default_str();
   verify->add_option("--entry", *entry, "Check one entry's inclusion proof instead of every entry");
   verify->callback([=] {
-    OpenApi api(*target);
+    HttpApiClient api(*target);
     Status st = Verify(api, *key, *state, *entry);
     if (!st.ok()) throw CLI::RuntimeError(Fail(st));
   });
 
   auto* checkpoint = cmd->add_subcommand("checkpoint", "Print the signed checkpoint as served");
   checkpoint->callback([=] {
-    OpenApi api(*target);
+    HttpApiClient api(*target);
     auto note = api.Get("/ledger/checkpoint");
     if (!note.ok()) throw CLI::RuntimeError(Fail(note.status()));
     std::fwrite(note->data(), 1, note->size(), stdout);
@@ -332,7 +269,7 @@ void AddLedger(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
   credits->add_flag("--devices", *devices, "Per device instead of per user");
   credits->add_flag("--json", *json, "Print the statistics as JSON");
   credits->callback([=] {
-    OpenApi api(*target);
+    HttpApiClient api(*target);
     auto stats = api.GetJson("/stats/credits.json");
     if (!stats.ok()) throw CLI::RuntimeError(Fail(stats.status()));
     if (*json) {

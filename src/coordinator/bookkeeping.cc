@@ -73,10 +73,83 @@ Status Coordinator::LoadBookkeeping() {
   }
   log_->info("ledger origin={} entries={} key={}", ledger_->origin(), ledger_->size(),
              ledger_->verifier_key());
+
+  auto users = store_->ListUsers();
+  if (!users.ok()) return users.status();
+  std::map<std::string, std::string> tiers;
+  for (const UserRecord& u : *users) tiers[u.name] = u.tier;
+  const int32_t month = UtcMonth(clock_->Now());
+  auto used = store_->MonthUsage(month);
+  if (!used.ok()) return used.status();
+  quota_.Load(month, std::move(used).value(), std::move(tiers));
+  for (const UserUsage& u : quota_.Usage()) {
+    sched_.SetOwnerWeight(u.user, quota_.Weight(u.user));
+    if (auto why = quota_.HeldReason(u.user)) sched_.HoldOwner(u.user, *why);
+  }
+  return Status::Ok();
+}
+
+void Coordinator::ApplyQuotaEvents(const std::vector<QuotaEvent>& events) {
+  for (const QuotaEvent& e : events) {
+    switch (e.kind) {
+      case QuotaEvent::kWarned:
+        log_->warn("quota warning user={}: {}", e.user, e.reason);
+        break;
+      case QuotaEvent::kHeld:
+        log_->warn("quota reached user={}: {}", e.user, e.reason);
+        sched_.HoldOwner(e.user, e.reason);
+        break;
+      case QuotaEvent::kReleased:
+        log_->info("quota released user={}: {}", e.user, e.reason);
+        sched_.HoldOwner(e.user, "");
+        break;
+    }
+  }
+}
+
+std::vector<UserUsage> Coordinator::Usage(const UserRecord& caller) {
+  MutexLock lock(mu_);
+  quota_.Roll(clock_->Now());
+  std::vector<UserUsage> all = quota_.Usage();
+  if (caller.tier == kAdminTier) return all;
+  std::erase_if(all, [&](const UserUsage& u) { return u.user != caller.name; });
+  return all;
+}
+
+int32_t Coordinator::UsageMonth() {
+  MutexLock lock(mu_);
+  return UtcMonth(clock_->Now());
+}
+
+Status Coordinator::SetTier(const std::string& user, const std::string& tier,
+                            const UserRecord& caller) {
+  if (caller.tier != kAdminTier) {
+    return PermissionDenied("only an admin changes a user's tier (" + caller.name + " is " +
+                            caller.tier + ")");
+  }
+  if (!options_.quota.tiers.count(tier)) {
+    std::string known;
+    for (const auto& [name, policy] : options_.quota.tiers) known += (known.empty() ? "" : ", ") + name;
+    return InvalidArgument("tier: one of " + known + "; got '" + tier.substr(0, 40) + "'");
+  }
+  CLAW_RETURN_IF_ERROR(store_->SetTier(user, tier));
+  MutexLock lock(mu_);
+  for (auto& [hash, u] : users_by_hash_) {
+    if (u.name == user) u.tier = tier;
+  }
+  ApplyQuotaEvents(quota_.SetTier(user, tier));
+  sched_.SetOwnerWeight(user, quota_.Weight(user));
+  CommitAndNotify(clock_->Now());
+  log_->info("tier changed user={} tier={} by={}", user, tier, caller.name);
   return Status::Ok();
 }
 
 void Coordinator::Bookkeep(StoreBatch& batch, Time now) {
+  if (!batch.usage.empty()) {
+    ApplyQuotaEvents(quota_.Charge(batch.usage, now));
+    batch.usage_month = quota_.month();
+    for (const UsageCharge& c : batch.usage) batch.usage_us[c.user] += c.node_us;
+  }
   if (batch.credits.empty()) return;
   batch.credit_changes = credits_.Apply(batch.credits, now);
   batch.ledger = ledger_->Stage(CreditEntries(batch.credits, now));

@@ -66,7 +66,8 @@ Coordinator::Coordinator(Store* store, const AppRegistry* apps, const Clock* clo
       clock_(clock),
       options_(std::move(options)),
       log_(std::move(log)),
-      sched_(apps, options_.scheduler) {
+      sched_(apps, options_.scheduler),
+      quota_(options_.quota) {
   if (!options_.on_store_failure) {
     options_.on_store_failure = [log = log_](const Status& st) {
       log->critical("store failed: {}; stopping (restart recovers from the store)",
@@ -604,6 +605,11 @@ Result<std::string> Coordinator::AddUser(const std::string& name, const std::str
   }
   std::string token = "cu-" + RandomHex(24);
   CLAW_RETURN_IF_ERROR(store_->AddUser(UserRecord{name, tier, Blake2bHex(token), clock_->Now()}));
+  {
+    MutexLock lock(mu_);
+    ApplyQuotaEvents(quota_.SetTier(name, tier));
+    sched_.SetOwnerWeight(name, quota_.Weight(name));
+  }
   log_->info("user added user={} tier={}", name, tier);
   return token;
 }
@@ -773,6 +779,10 @@ void Coordinator::Tick() {
     if (sent == watch_sent_.end() || now >= sent->second + options_.watch_interval) {
       NotifyWatchers(id, now, true);
     }
+  }
+  if (auto released = quota_.Roll(now); !released.empty()) {
+    ApplyQuotaEvents(released);
+    CommitAndNotify(now);
   }
   auto wake = sched_.NextWakeup();
   if (!wake || *wake > now) return;

@@ -36,6 +36,7 @@
 #include "common/status.h"
 #include "core/app.h"
 #include "core/credits.h"
+#include "core/quota.h"
 #include "core/scheduler.h"
 #include "ledger/ledger.h"
 #include "rounds/driver.h"
@@ -62,6 +63,8 @@ struct CoordinatorOptions {
   // Progress updates to a job's watchers are sent at most this often; a
   // change of state (done, failed, cancelled) is sent at once.
   Duration watch_interval = std::chrono::milliseconds(50);
+  // Node-hours a month and fair-share weight by tier (core/quota.h).
+  QuotaOptions quota;
   // The open ledger's signing key, as a signed-note signer key
   // ("PRIVATE+KEY+origin+hash+key", ledger/note.h); its name is the log's
   // origin. Empty: a key made up for this process (tests).
@@ -206,6 +209,16 @@ class Coordinator : private rounds::RoundHost {
   // Credit per agent and UTC day over the last `days` days (up to 366).
   Result<std::vector<CreditDay>> CreditHistory(int days);
 
+  // ---- quotas (bookkeeping.cc) ----
+  // This month's use against each tier's node-hours: all users for an
+  // admin, the caller's own row otherwise.
+  std::vector<UserUsage> Usage(const UserRecord& caller);
+  int32_t UsageMonth();
+  // Admin only (PermissionDenied otherwise; InvalidArgument for an unknown
+  // tier, NotFound for an unknown user). Holds or releases their jobs as the
+  // new tier's quota says.
+  Status SetTier(const std::string& user, const std::string& tier, const UserRecord& caller);
+
   // Moves training jobs on (the round driver, rounds/driver.h): done by a
   // thread of the coordinator's own every ~100 ms and when a round ends;
   // tests may call it directly.
@@ -247,8 +260,11 @@ class Coordinator : private rounds::RoundHost {
   // Commits the batch: the store, then the ledger's tree. On a store
   // failure, options_.on_store_failure and false.
   bool ApplyBatch(StoreBatch& batch, Time now) CLAW_REQUIRES(mu_);
-  // Loads credit accounts and the ledger's entries from the store.
+  // Loads credit accounts, the ledger's entries, users' tiers and this
+  // month's usage from the store.
   Status LoadBookkeeping() CLAW_REQUIRES(mu_);
+  // Holds or releases users' jobs in the scheduler as quota events say.
+  void ApplyQuotaEvents(const std::vector<QuotaEvent>& events) CLAW_REQUIRES(mu_);
   Status ValidateAgentMessage(const v1::AgentMessage& msg) const;
   // Turns results whose output files the coordinator does not hold into
   // failures (an output counts only with its files), and takes out those
@@ -283,6 +299,7 @@ class Coordinator : private rounds::RoundHost {
   // Running training jobs (driven apps), for the driver.
   std::set<JobId> trainings_ CLAW_GUARDED_BY(mu_);
   CreditBook credits_ CLAW_GUARDED_BY(mu_);
+  QuotaBook quota_ CLAW_GUARDED_BY(mu_);
   std::unique_ptr<ledger::Ledger> ledger_;  // thread-safe; written under mu_
   std::set<std::pair<JobId, uint32_t>> rounds_logged_ CLAW_GUARDED_BY(mu_);
 

@@ -9,6 +9,8 @@
 //   GET  /api/jobs/{id}/results  -> {"job": ..., "result": ...}
 //   GET  /api/agents             -> {"agents": [...]}
 //   GET  /api/blobs/{sha256}     -> the blob's bytes (ETag: its hash)
+//   GET  /api/usage              -> this month's node-hours against quota (an admin: every user)
+//   POST /api/users/{name}/tier  body: {"tier": "..."} (admin) -> the user's usage
 //   GET  /metrics                -> Prometheus text
 //
 // Open to anyone, no token (docs/protocol.md, "The open ledger"):
@@ -64,6 +66,8 @@ class HttpApi {
   // http_books.cc
   HttpResponse Ledger(const HttpRequest& req, const std::vector<std::string>& seg);
   HttpResponse Stats(const HttpRequest& req, const std::vector<std::string>& seg);
+  HttpResponse Users(const HttpRequest& req, const std::vector<std::string>& seg,
+                     const UserRecord& caller);
   Result<UserRecord> Caller(const HttpRequest& req) const;
 
   Coordinator* coordinator_;

@@ -81,4 +81,36 @@ HttpResponse HttpApi::Stats(const HttpRequest& req, const std::vector<std::strin
                         " (credits.json, users.xml, hosts.xml)"));
 }
 
+HttpResponse HttpApi::Users(const HttpRequest& req, const std::vector<std::string>& seg,
+                            const UserRecord& caller) {
+  auto usage_json = [&](const std::vector<UserUsage>& rows) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const UserUsage& u : rows) {
+      nlohmann::json row = {{"user", u.user}, {"tier", u.tier}, {"used_node_hours", u.used_hours},
+                            {"held", u.held}};
+      row["quota_node_hours"] = u.limit_hours < 0 ? nlohmann::json(nullptr) : nlohmann::json(u.limit_hours);
+      list.push_back(std::move(row));
+    }
+    const int32_t month = coordinator_->UsageMonth();
+    char text[16];
+    std::snprintf(text, sizeof text, "%04d-%02d", month / 100, month % 100);
+    return nlohmann::json{{"month", text}, {"users", list}};
+  };
+  if (req.method == "GET" && seg.size() == 2 && seg[1] == "usage") {
+    return Json(200, usage_json(coordinator_->Usage(caller)));
+  }
+  if (req.method == "POST" && seg.size() == 4 && seg[1] == "users" && seg[3] == "tier") {
+    auto body = nlohmann::json::parse(req.body, nullptr, false);
+    if (!body.is_object() || !body.contains("tier") || !body["tier"].is_string()) {
+      return Error(InvalidArgument("body: {\"tier\": \"free|researcher|professional|enterprise\"}"));
+    }
+    Status st = coordinator_->SetTier(seg[2], body["tier"].get<std::string>(), caller);
+    if (!st.ok()) return Error(st);
+    auto rows = coordinator_->Usage(caller);
+    std::erase_if(rows, [&](const UserUsage& u) { return u.user != seg[2]; });
+    return Json(200, usage_json(rows));
+  }
+  return Error(NotFound("no route " + req.method + " " + req.path.substr(0, 200)));
+}
+
 }  // namespace claw

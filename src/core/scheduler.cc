@@ -177,6 +177,9 @@ LeaseId Scheduler::Grant(Job& job, uint32_t index, Agent& agent, Time now, Assig
   // work buffer uses the corrected one.
   double corrected = estimate * SpeedFactor(job.app);
   agent.held_seconds += corrected;
+  OwnerShare& share = owners_[job.record.owner];
+  ShareKey(share, now);  // decays only when time has passed
+  share.usage += corrected;
   leases_.emplace(id, Lease{&job, index, &agent, deadline, now + job.spec.task_timeout, estimate,
                             corrected});
   deadlines_.emplace(deadline, id);
@@ -225,6 +228,7 @@ std::vector<AgentAssignments> Scheduler::Dispatch(Time now) {
       uint32_t granted = 0;
       std::vector<Job*> jobs;
       for (const RunKey& k : runnable_) jobs.push_back(k.job);
+      ShareOut(jobs, now);
       for (Job* job : jobs) {
         granted += TakeFrom(*job, *agent, take - granted, now, &list);
         if (granted == take) break;
@@ -242,6 +246,55 @@ std::vector<AgentAssignments> Scheduler::Dispatch(Time now) {
   if (!out.empty()) batch_.next_lease_id = next_lease_id_;
   std::erase_if(out, [](const AgentAssignments& a) { return a.assignments.empty(); });
   return out;
+}
+
+double Scheduler::ShareKey(OwnerShare& share, Time now) const {
+  const double dt = static_cast<double>((now - share.usage_at).count()) / 1e6;
+  const double half = static_cast<double>(options_.fair_share_half_life.count()) / 1e6;
+  if (dt > 0 && half > 0) share.usage *= std::exp2(-dt / half);
+  share.usage_at = now;
+  return share.usage / std::max(share.weight, 1e-9);
+}
+
+void Scheduler::ShareOut(std::vector<Job*>& jobs, Time now) {
+  if (held_owners_ > 0) {
+    std::erase_if(jobs, [&](Job* j) {
+      auto it = owners_.find(j->record.owner);
+      return it != owners_.end() && !it->second.held.empty();
+    });
+  }
+  if (jobs.size() < 2) return;
+  const std::string& first = jobs.front()->record.owner;
+  if (std::all_of(jobs.begin(), jobs.end(), [&](Job* j) { return j->record.owner == first; })) {
+    return;  // one user: their own order
+  }
+  std::unordered_map<const std::string*, double> key;  // by the owner string of each job
+  std::unordered_map<std::string, double> by_owner;
+  for (Job* j : jobs) {
+    auto [it, fresh] = by_owner.try_emplace(j->record.owner, 0.0);
+    if (fresh) it->second = ShareKey(owners_[j->record.owner], now);
+    key[&j->record.owner] = it->second;
+  }
+  std::stable_sort(jobs.begin(), jobs.end(), [&](Job* a, Job* b) {
+    return key[&a->record.owner] < key[&b->record.owner];
+  });
+}
+
+void Scheduler::SetOwnerWeight(const std::string& owner, double weight) {
+  owners_[owner].weight = weight > 0 ? weight : 1;
+}
+
+void Scheduler::HoldOwner(const std::string& owner, std::string reason) {
+  OwnerShare& share = owners_[owner];
+  if (share.held.empty() == reason.empty() && share.held == reason) return;
+  if (share.held.empty() && !reason.empty()) held_owners_++;
+  if (!share.held.empty() && reason.empty()) held_owners_--;
+  share.held = std::move(reason);
+  for (const auto& [id, job] : jobs_) {
+    if (job->record.owner == owner && job->record.state == JobState::kRunning) {
+      notices_.jobs_changed.insert(id);
+    }
+  }
 }
 
 uint32_t Scheduler::TakeFrom(Job& job, Agent& agent, uint32_t n, Time now,

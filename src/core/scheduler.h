@@ -50,6 +50,7 @@
 #include "core/app.h"
 #include "core/credits.h"
 #include "core/job_spec.h"
+#include "core/quota.h"
 #include "core/types.h"
 
 namespace claw {
@@ -98,6 +99,11 @@ struct SchedulerOptions {
   double work_buffer_seconds = 1.0;
   // What a validated result earns (core/credits.h).
   CreditOptions credit;
+  // Fair share between users: jobs of the user whose recent use of the
+  // network, divided by their weight (SetOwnerWeight: a tier's), is least
+  // go first; use is the estimated run time of what was dispatched,
+  // decaying with this half-life.
+  Duration fair_share_half_life = std::chrono::hours(6);
 };
 
 // ---- effects -------------------------------------------------------------
@@ -147,18 +153,22 @@ struct StoreBatch {
   std::map<AgentId, Reputation> reputations;  // latest value per agent
   std::vector<BlobOwner> blob_owners;         // output blobs of merged jobs
   std::vector<CreditGrant> credits;           // validated (or revoked) results' credit
+  std::vector<UsageCharge> usage;             // run time of settled tasks, by owner
   LeaseId next_lease_id = 0;                  // 0: unchanged
   // Filled in by the coordinator from `credits`: the accounts they changed
   // (CreditBook) and their entries in the open ledger.
   CreditChanges credit_changes;
   std::vector<LedgerEntry> ledger;
+  // ... and `usage` summed by user, to add to the month's (core/quota.h).
+  int32_t usage_month = 0;
+  std::map<std::string, uint64_t> usage_us;
 
   bool empty() const {
     return new_jobs.empty() && leases_granted.empty() && leases_ended.empty() &&
            task_updates.empty() && tasks_added.empty() && job_updates.empty() &&
            replicas_added.empty() &&
            verdicts.empty() && reputations.empty() && blob_owners.empty() && credits.empty() &&
-           credit_changes.empty() && ledger.empty() && next_lease_id == 0;
+           usage.empty() && usage_us.empty() && credit_changes.empty() && ledger.empty() && next_lease_id == 0;
   }
 };
 
@@ -265,8 +275,17 @@ class Scheduler {
   // The agent takes nothing more until it asks again.
   void WithdrawDemand(const AgentId& agent);
 
-  // Matches outstanding demand with pending tasks, granting leases.
+  // Matches outstanding demand with pending tasks, granting leases: jobs of
+  // held users wait; among the others, fair share between users, then
+  // priority, then submission order.
   std::vector<AgentAssignments> Dispatch(Time now);
+
+  // ---- users (core/quota.h) ----
+  // The user's weight in fair share (1 until set).
+  void SetOwnerWeight(const std::string& owner, double weight);
+  // Holds every job of `owner`: nothing of theirs is dispatched, and they
+  // say `reason` as why they wait; an empty reason releases them.
+  void HoldOwner(const std::string& owner, std::string reason);
 
   std::vector<ResultOutcome> AcceptResults(const AgentId& agent, std::vector<ResultIn>& results,
                                            Time now);
@@ -327,6 +346,17 @@ class Scheduler {
       return std::tie(neg_priority, seq) < std::tie(o.neg_priority, o.seq);
     }
   };
+
+  struct OwnerShare {
+    double weight = 1;
+    double usage = 0;  // decayed estimated seconds dispatched
+    Time usage_at;
+    std::string held;  // why the owner's jobs wait; empty: not held
+  };
+  // Puts the jobs in fair-share order (stable: priority and submission
+  // order within a user), leaving out those of held users.
+  void ShareOut(std::vector<Job*>& jobs, Time now);
+  double ShareKey(OwnerShare& share, Time now) const;
 
   Agent& AgentFor(const AgentId& id);
   Job* FindJob(const JobId& id) const;
@@ -405,6 +435,8 @@ class Scheduler {
   std::unordered_map<JobId, std::unique_ptr<Job>> jobs_;
   std::vector<Job*> job_order_;  // creation order
   std::set<RunKey> runnable_;    // jobs with pending tasks
+  std::unordered_map<std::string, OwnerShare> owners_;
+  size_t held_owners_ = 0;
   std::unordered_map<LeaseId, Lease> leases_;
   std::set<std::pair<Time, LeaseId>> deadlines_;
   std::unordered_map<AgentId, std::unique_ptr<Agent>> agents_;

@@ -139,6 +139,10 @@ void Scheduler::CheckTieWaits(Time now) {
 }
 
 std::string Scheduler::WaitingReason(const Job& job) const {
+  if (held_owners_ > 0) {
+    auto it = owners_.find(job.record.owner);
+    if (it != owners_.end() && !it->second.held.empty()) return "held: " + it->second.held;
+  }
   for (auto it = tie_waits_.lower_bound({job.record.id, 0});
        it != tie_waits_.end() && it->first.first == job.record.id; ++it) {
     const Task& task = job.tasks[it->first.second];
@@ -214,6 +218,7 @@ void Scheduler::Settle(Job& job, uint32_t index, size_t canonical, Time now) {
   task.output = std::move(task.results[canonical].output);
   task.runtime_us = 0;  // the compute every replica spent on it
   for (const auto& r : task.results) task.runtime_us += r.runtime_us;
+  batch_.usage.push_back(UsageCharge{job.record.owner, task.runtime_us});
   std::vector<ReplicaResult>().swap(task.results);
   if (!judged.empty()) task.unchecked_by = nullptr;
   job.done++;

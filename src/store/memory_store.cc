@@ -19,6 +19,7 @@ class MemoryStore final : public Store {
     CLAW_RETURN_IF_ERROR(CheckLedger(b.ledger));
     AppendLedger(b.ledger);
     for (const auto& [agent, account] : b.credit_changes.accounts) credits_[agent] = account;
+    for (const auto& [user, us] : b.usage_us) usage_[{user, b.usage_month}] += us;
     for (const auto& [key, credit] : b.credit_changes.days) {
       CreditDay& d = credit_days_[key];
       d.day = key.first;
@@ -161,6 +162,30 @@ class MemoryStore final : public Store {
     return Status::Ok();
   }
 
+  Result<std::vector<UserRecord>> ListUsers() override {
+    MutexLock lock(mu_);
+    std::vector<UserRecord> out;
+    for (const auto& [name, u] : users_) out.push_back(u);
+    return out;
+  }
+
+  Status SetTier(const std::string& user, const std::string& tier) override {
+    MutexLock lock(mu_);
+    auto it = users_.find(user);
+    if (it == users_.end()) return NotFound("no user " + user);
+    it->second.tier = tier;
+    return Status::Ok();
+  }
+
+  Result<std::map<std::string, uint64_t>> MonthUsage(int32_t month) override {
+    MutexLock lock(mu_);
+    std::map<std::string, uint64_t> out;
+    for (const auto& [key, us] : usage_) {
+      if (key.second == month) out[key.first] = us;
+    }
+    return out;
+  }
+
   Result<std::map<AgentId, CreditAccount>> CreditAccounts() override {
     MutexLock lock(mu_);
     return credits_;
@@ -227,6 +252,7 @@ class MemoryStore final : public Store {
   std::map<AgentId, CreditAccount> credits_ CLAW_GUARDED_BY(mu_);
   std::map<std::pair<int64_t, AgentId>, CreditDay> credit_days_ CLAW_GUARDED_BY(mu_);
   std::vector<std::string> ledger_ CLAW_GUARDED_BY(mu_);
+  std::map<std::pair<std::string, int32_t>, uint64_t> usage_ CLAW_GUARDED_BY(mu_);
   LeaseId next_lease_id_ CLAW_GUARDED_BY(mu_) = 1;
 };
 

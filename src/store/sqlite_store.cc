@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "common/mutex.h"
+#include "store/sqlite_schema.h"
 #include "store/sqlite_stmt.h"
 
 #include "store/store.h"
@@ -22,96 +23,10 @@
 namespace claw {
 namespace {
 
-constexpr int kSchemaVersion = 8;
+using sqlite_schema::kMigrations;
+using sqlite_schema::kSchema;
+using sqlite_schema::kSchemaVersion;
 
-// Upgrades from each older schema version to the next; index i upgrades from i+1.
-constexpr const char* kMigrations[] = {
-    // 1 -> 2: task run time per job
-    "ALTER TABLE jobs ADD COLUMN task_runtime_us INTEGER NOT NULL DEFAULT 0;"
-    "UPDATE meta SET value = '2' WHERE key = 'schema_version';",
-    // 2 -> 3: redundancy (replicas awaiting a vote, reputations)
-    "ALTER TABLE tasks ADD COLUMN target INTEGER NOT NULL DEFAULT 1;"
-    "ALTER TABLE agents ADD COLUMN valid INTEGER NOT NULL DEFAULT 0;"
-    "ALTER TABLE agents ADD COLUMN invalid INTEGER NOT NULL DEFAULT 0;"
-    "ALTER TABLE agents ADD COLUMN error_rate REAL NOT NULL DEFAULT 0.1;"
-    "CREATE TABLE IF NOT EXISTS replicas (job TEXT NOT NULL, idx INTEGER NOT NULL,"
-    "  agent TEXT NOT NULL, output BLOB NOT NULL, runtime_us INTEGER NOT NULL,"
-    "  verdict INTEGER NOT NULL, PRIMARY KEY (job, idx, agent)) WITHOUT ROWID;"
-    "UPDATE meta SET value = '3' WHERE key = 'schema_version';",
-    // 3 -> 4: adaptive replication
-    "ALTER TABLE agents ADD COLUMN streak INTEGER NOT NULL DEFAULT 0;"
-    "ALTER TABLE replicas ADD COLUMN lease INTEGER NOT NULL DEFAULT 0;"
-    "UPDATE meta SET value = '4' WHERE key = 'schema_version';",
-    // 4 -> 5: users and API tokens
-    "CREATE TABLE IF NOT EXISTS users (name TEXT PRIMARY KEY, tier TEXT NOT NULL,"
-    "  token_hash TEXT NOT NULL UNIQUE, created_us INTEGER NOT NULL);"
-    "UPDATE meta SET value = '5' WHERE key = 'schema_version';",
-    // 5 -> 6: blob owners; agents and enrollment tokens belong to users
-    "CREATE TABLE IF NOT EXISTS blob_owners (hash TEXT NOT NULL, user TEXT NOT NULL,"
-    "  PRIMARY KEY (hash, user)) WITHOUT ROWID;"
-    "ALTER TABLE agents ADD COLUMN owner TEXT NOT NULL DEFAULT '';"
-    "ALTER TABLE enroll_tokens ADD COLUMN owner TEXT NOT NULL DEFAULT '';"
-    "UPDATE meta SET value = '6' WHERE key = 'schema_version';",
-    // 6 -> 7: training jobs' rounds
-    "CREATE TABLE IF NOT EXISTS rounds (job TEXT NOT NULL, round INTEGER NOT NULL,"
-    "  model TEXT NOT NULL, state TEXT NOT NULL, residual TEXT NOT NULL, update_ TEXT NOT NULL,"
-    "  info TEXT NOT NULL, finished_us INTEGER NOT NULL, PRIMARY KEY (job, round)) WITHOUT ROWID;"
-    "UPDATE meta SET value = '7' WHERE key = 'schema_version';",
-    // 7 -> 8: credits and the open ledger
-    "CREATE TABLE IF NOT EXISTS credits (agent TEXT PRIMARY KEY, owner TEXT NOT NULL,"
-    "  total REAL NOT NULL, results INTEGER NOT NULL, rac REAL NOT NULL, rac_time REAL NOT NULL);"
-    "CREATE TABLE IF NOT EXISTS credit_days (day INTEGER NOT NULL, agent TEXT NOT NULL,"
-    "  owner TEXT NOT NULL, credit REAL NOT NULL, PRIMARY KEY (day, agent)) WITHOUT ROWID;"
-    "CREATE TABLE IF NOT EXISTS ledger (idx INTEGER PRIMARY KEY, entry BLOB NOT NULL);"
-    "UPDATE meta SET value = '8' WHERE key = 'schema_version';",
-};
-static_assert(std::size(kMigrations) == kSchemaVersion - 1);
-
-constexpr const char* kSchema = R"sql(
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS jobs (
-  id TEXT PRIMARY KEY, owner TEXT NOT NULL, spec TEXT NOT NULL, state INTEGER NOT NULL,
-  created_us INTEGER NOT NULL, finished_us INTEGER NOT NULL, n_tasks INTEGER NOT NULL,
-  result TEXT NOT NULL, error TEXT NOT NULL, task_runtime_us INTEGER NOT NULL DEFAULT 0);
-CREATE TABLE IF NOT EXISTS tasks (
-  job TEXT NOT NULL, idx INTEGER NOT NULL, params BLOB NOT NULL, cost REAL NOT NULL,
-  state INTEGER NOT NULL, attempts INTEGER NOT NULL, output BLOB NOT NULL,
-  runtime_us INTEGER NOT NULL, target INTEGER NOT NULL DEFAULT 1,
-  PRIMARY KEY (job, idx)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS replicas (
-  job TEXT NOT NULL, idx INTEGER NOT NULL, agent TEXT NOT NULL, output BLOB NOT NULL,
-  runtime_us INTEGER NOT NULL, verdict INTEGER NOT NULL, lease INTEGER NOT NULL DEFAULT 0,
-  PRIMARY KEY (job, idx, agent)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS leases (
-  id INTEGER PRIMARY KEY, job TEXT NOT NULL, idx INTEGER NOT NULL, agent TEXT NOT NULL,
-  deadline_us INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS agents (
-  id TEXT PRIMARY KEY, public_key BLOB NOT NULL, device TEXT NOT NULL, enrolled_us INTEGER NOT NULL,
-  valid INTEGER NOT NULL DEFAULT 0, invalid INTEGER NOT NULL DEFAULT 0,
-  error_rate REAL NOT NULL DEFAULT 0.1, streak INTEGER NOT NULL DEFAULT 0,
-  owner TEXT NOT NULL DEFAULT '');
-CREATE TABLE IF NOT EXISTS users (
-  name TEXT PRIMARY KEY, tier TEXT NOT NULL, token_hash TEXT NOT NULL UNIQUE,
-  created_us INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS enroll_tokens (
-  hash TEXT PRIMARY KEY, expires_us INTEGER NOT NULL, used_by TEXT NOT NULL DEFAULT '',
-  owner TEXT NOT NULL DEFAULT '');
-CREATE TABLE IF NOT EXISTS blob_owners (
-  hash TEXT NOT NULL, user TEXT NOT NULL, PRIMARY KEY (hash, user)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS rounds (
-  job TEXT NOT NULL, round INTEGER NOT NULL, model TEXT NOT NULL, state TEXT NOT NULL,
-  residual TEXT NOT NULL, update_ TEXT NOT NULL, info TEXT NOT NULL, finished_us INTEGER NOT NULL,
-  PRIMARY KEY (job, round)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS credits (
-  agent TEXT PRIMARY KEY, owner TEXT NOT NULL, total REAL NOT NULL, results INTEGER NOT NULL,
-  rac REAL NOT NULL, rac_time REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS credit_days (
-  day INTEGER NOT NULL, agent TEXT NOT NULL, owner TEXT NOT NULL, credit REAL NOT NULL,
-  PRIMARY KEY (day, agent)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS ledger (idx INTEGER PRIMARY KEY, entry BLOB NOT NULL);
-INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '8');
-INSERT OR IGNORE INTO meta (key, value) VALUES ('next_lease_id', '1');
-)sql";
 
 class SqliteStore final : public Store {
  public:
@@ -214,6 +129,12 @@ class SqliteStore final : public Store {
          "ORDER BY day, agent"},
         {&select_ledger_,
          "SELECT idx, entry FROM ledger WHERE idx >= :begin AND idx < :end ORDER BY idx"},
+        {&add_usage_,
+         "INSERT INTO usage (user, month, node_us) VALUES (:user, :month, :us) "
+         "ON CONFLICT (user, month) DO UPDATE SET node_us = node_us + excluded.node_us"},
+        {&select_usage_, "SELECT user, node_us FROM usage WHERE month = :month"},
+        {&select_users_, "SELECT name, tier, token_hash, created_us FROM users ORDER BY name"},
+        {&update_tier_, "UPDATE users SET tier = :tier WHERE name = :name"},
         {&select_rounds_,
          "SELECT round, model, state, residual, update_, info, finished_us FROM rounds "
          "WHERE job = :job ORDER BY round"},
@@ -426,6 +347,33 @@ class SqliteStore final : public Store {
     return out;
   }
 
+  Result<std::map<std::string, uint64_t>> MonthUsage(int32_t month) override {
+    MutexLock lock(mu_);
+    std::map<std::string, uint64_t> out;
+    select_usage_.Bind(":month", int64_t{month});
+    while (select_usage_.Row()) out[select_usage_.Text(0)] = static_cast<uint64_t>(select_usage_.Int(1));
+    select_usage_.Reset();
+    return out;
+  }
+
+  Result<std::vector<UserRecord>> ListUsers() override {
+    MutexLock lock(mu_);
+    std::vector<UserRecord> out;
+    while (select_users_.Row()) {
+      out.push_back(UserRecord{select_users_.Text(0), select_users_.Text(1), select_users_.Text(2),
+                               Time{select_users_.Int(3)}});
+    }
+    select_users_.Reset();
+    return out;
+  }
+
+  Status SetTier(const std::string& user, const std::string& tier) override {
+    MutexLock lock(mu_);
+    CLAW_RETURN_IF_ERROR(update_tier_.Bind(":tier", tier).Bind(":name", user).Exec());
+    if (sqlite3_changes(db_) != 1) return NotFound("no user " + user);
+    return Status::Ok();
+  }
+
   Result<std::vector<LedgerEntry>> LedgerEntries(uint64_t begin, uint64_t end) override {
     MutexLock lock(mu_);
     std::vector<LedgerEntry> out;
@@ -591,6 +539,12 @@ class SqliteStore final : public Store {
                                .Exec());
     }
     CLAW_RETURN_IF_ERROR(InsertLedger(b.ledger));
+    for (const auto& [user, us] : b.usage_us) {
+      CLAW_RETURN_IF_ERROR(add_usage_.Bind(":user", user)
+                               .Bind(":month", int64_t{b.usage_month})
+                               .Bind(":us", static_cast<int64_t>(us))
+                               .Exec());
+    }
     if (b.next_lease_id) {
       CLAW_RETURN_IF_ERROR(
           set_next_lease_.Bind(":v", std::to_string(b.next_lease_id)).Exec());
@@ -642,6 +596,10 @@ class SqliteStore final : public Store {
   Stmt select_blob_owner_ CLAW_GUARDED_BY(mu_);
   Stmt insert_round_ CLAW_GUARDED_BY(mu_);
   Stmt select_rounds_ CLAW_GUARDED_BY(mu_);
+  Stmt add_usage_ CLAW_GUARDED_BY(mu_);
+  Stmt select_usage_ CLAW_GUARDED_BY(mu_);
+  Stmt select_users_ CLAW_GUARDED_BY(mu_);
+  Stmt update_tier_ CLAW_GUARDED_BY(mu_);
   Stmt upsert_credit_ CLAW_GUARDED_BY(mu_);
   Stmt add_credit_day_ CLAW_GUARDED_BY(mu_);
   Stmt insert_ledger_ CLAW_GUARDED_BY(mu_);

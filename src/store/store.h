@@ -50,6 +50,13 @@ class Store {
   virtual Status AddUser(const UserRecord& user) = 0;
   // NotFound if no user has a token with this hash.
   virtual Result<UserRecord> FindUserByToken(const std::string& token_hash) = 0;
+  // Every user, by name.
+  virtual Result<std::vector<UserRecord>> ListUsers() = 0;
+  // NotFound if no such user.
+  virtual Status SetTier(const std::string& user, const std::string& tier) = 0;
+  // Run time used by each user's jobs in a month (UtcMonth), as
+  // StoreBatch::usage_us adds it.
+  virtual Result<std::map<std::string, uint64_t>> MonthUsage(int32_t month) = 0;
 
   // Who may read which blob (StoreBatch::blob_owners adds them too).
   // Idempotent.

@@ -271,3 +271,65 @@ TEST_F(CoordinatorTest, UsersSeeAndCancelOnlyTheirOwnJobs) {
 
 }  // namespace
 }  // namespace claw
+
+namespace claw {
+namespace {
+
+// Quotas end to end in the coordinator, on the injected clock: a free user
+// over their (tiny) quota has their job held with the reason, an attempt by
+// a non-admin to lift it changes nothing, and the month's rollover lets the
+// job finish.
+TEST_F(CoordinatorTest, AJobOverQuotaIsHeldNotDroppedAndGoesOnNextMonth) {
+  coordinator_.reset();
+  store_ = NewMemoryStore();
+  CoordinatorOptions options;
+  options.signing_key = coordinator_key_.secret_key;
+  options.quota.tiers["free"].node_hours = 400e-6 / 3600;  // 400 µs of run time a month
+  clock_.Set(Time::FromUnixMs(int64_t{1796079600} * 1000));  // 2026-11-30 23:00 UTC
+  auto c = Coordinator::Create(store_.get(), &apps_, &clock_, options, NullLogger());
+  ASSERT_TRUE(c.ok());
+  coordinator_ = std::move(c).value();
+  auto bob_token = coordinator_->AddUser("bob", "free");
+  ASSERT_TRUE(bob_token.ok());
+  auto bob = *coordinator_->Authenticate(*bob_token);
+
+  RecordingSink sink;
+  Connect(&sink);
+  auto job = coordinator_->Submit(R"({"app":"noop","tasks":6})", bob);
+  ASSERT_TRUE(job.ok());
+  Want(&sink, 2);
+  std::vector<LeaseId> first = sink.TakeAssignments();
+  ASSERT_EQ(first.size(), 2u);
+  for (LeaseId l : first) Report(&sink, l);  // 2 × 250 µs: past 400 µs
+  Want(&sink, 4);
+  EXPECT_TRUE(sink.TakeAssignments().empty()) << "held: nothing more is dispatched";
+  auto info = coordinator_->GetJob(*job, bob);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->state(), "running");
+  EXPECT_EQ(info->waiting().rfind("held: over quota: bob used", 0), 0u) << info->waiting();
+  EXPECT_NE(info->waiting().find("held until 2026-12-01"), std::string::npos) << info->waiting();
+  auto usage = coordinator_->Usage(bob);
+  ASSERT_EQ(usage.size(), 1u);
+  EXPECT_TRUE(usage[0].held);
+  EXPECT_EQ(store_->MonthUsage(202611)->at("bob"), 500u);
+
+  // bob may not move himself to another tier; nothing changes.
+  EXPECT_EQ(coordinator_->SetTier("bob", "enterprise", bob).code(), StatusCode::kPermissionDenied);
+  EXPECT_TRUE(coordinator_->Usage(bob)[0].held);
+  EXPECT_EQ(coordinator_->SetTier("bob", "gold", LocalUser()).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(coordinator_->SetTier("nobody", "free", LocalUser()).code(), StatusCode::kNotFound);
+
+  clock_.Advance(std::chrono::hours(1));  // December
+  coordinator_->Tick();
+  EXPECT_FALSE(coordinator_->Usage(bob)[0].held);
+  std::vector<LeaseId> rest = sink.TakeAssignments();  // the demand still open
+  Want(&sink, 4);
+  for (LeaseId l : sink.TakeAssignments()) rest.push_back(l);
+  ASSERT_EQ(rest.size(), 4u);
+  for (LeaseId l : rest) Report(&sink, l);
+  EXPECT_EQ(coordinator_->GetJob(*job, bob)->state(), "done");
+  EXPECT_EQ(store_->MonthUsage(202612)->at("bob"), 1000u);
+}
+
+}  // namespace
+}  // namespace claw

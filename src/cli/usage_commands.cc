@@ -1,0 +1,116 @@
+// `claw usage` (this month's node-hours against each tier's quota, in the
+// manner of Slurm's sreport; -P for a parsable table), `claw users set-tier`
+// (admin) and `claw why JOB` (what a job waits for).
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/client.h"
+#include "cli/command_parts.h"
+#include "cli/http_client.h"
+#include "cli/output.h"
+
+namespace claw {
+namespace {
+
+std::string Hours(const nlohmann::json& v) {
+  if (!v.is_number()) return "unlimited";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", v.get<double>());
+  return buf;
+}
+
+void PrintUsage(const nlohmann::json& usage, bool parsable) {
+  const auto& users = usage["users"];
+  if (parsable) {
+    std::printf("Month|User|Tier|Used|Quota|Percent|Held\n");
+  } else {
+    std::printf("Usage of the network in %s (node-hours: run time of every result of a user's tasks)\n",
+                usage.value("month", "").c_str());
+    std::printf("%-20s %-13s %12s %12s %8s  %s\n", "USER", "TIER", "USED", "QUOTA", "PERCENT", "STATE");
+  }
+  for (const auto& u : users) {
+    const double used = u.value("used_node_hours", 0.0);
+    const auto& quota = u["quota_node_hours"];
+    std::string percent = "-";
+    if (quota.is_number() && quota.get<double>() > 0) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.1f", 100 * used / quota.get<double>());
+      percent = buf;
+    }
+    const bool held = u.value("held", false);
+    char used_text[32];
+    std::snprintf(used_text, sizeof used_text, "%.2f", used);
+    if (parsable) {
+      std::printf("%s|%s|%s|%s|%s|%s|%s\n", usage.value("month", "").c_str(),
+                  OneLine(u.value("user", "")).c_str(), OneLine(u.value("tier", "")).c_str(),
+                  used_text, quota.is_number() ? Hours(quota).c_str() : "", percent.c_str(),
+                  held ? "yes" : "no");
+    } else {
+      const bool warn = percent != "-" && std::stod(percent) >= 80;
+      if (percent != "-") percent += "%";
+      std::printf("%-20.20s %-13.13s %12s %12s %8s  %s\n", OneLine(u.value("user", "")).c_str(),
+                  OneLine(u.value("tier", "")).c_str(), used_text, Hours(quota).c_str(),
+                  percent.c_str(), held ? "held: over quota until next month" : warn ? "80% used" : "ok");
+    }
+  }
+}
+
+}  // namespace
+
+void AddUsage(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
+  auto parsable = std::make_shared<bool>(false);
+  auto json = std::make_shared<bool>(false);
+  auto* usage = cli.add_subcommand("usage", "This month's node-hours against each tier's quota");
+  usage->add_flag("-P,--parsable", *parsable, "One line per user, fields separated by |");
+  usage->add_flag("--json", *json, "Print JSON");
+  usage->callback([=] {
+    HttpApiClient api(*target);
+    auto u = api.GetJson("/api/usage");
+    if (!u.ok()) throw CLI::RuntimeError(Fail(u.status()));
+    if (*json) {
+      std::printf("%s\n", u->dump(2).c_str());
+      return;
+    }
+    PrintUsage(*u, *parsable);
+  });
+
+  auto user = std::make_shared<std::string>();
+  auto tier = std::make_shared<std::string>();
+  CLI::App* users = cli.get_subcommand("users");
+  auto* set_tier = users->add_subcommand("set-tier", "Move a user to another tier (admin)");
+  set_tier->add_option("name", *user, "The user")->required();
+  set_tier->add_option("tier", *tier, "free, researcher, professional or enterprise")->required();
+  set_tier->callback([=] {
+    HttpApiClient api(*target);
+    auto r = api.Post("/api/users/" + *user + "/tier", nlohmann::json{{"tier", *tier}}.dump());
+    if (!r.ok()) throw CLI::RuntimeError(Fail(r.status()));
+    auto j = nlohmann::json::parse(*r, nullptr, false);
+    std::printf("user %s is now in the %s tier\n", user->c_str(), tier->c_str());
+    if (j.is_object()) PrintUsage(j, false);
+  });
+
+  auto job = std::make_shared<std::string>();
+  auto* why = cli.add_subcommand("why", "Say why a job waits (quota, no device, a tie to break)");
+  why->add_option("job", *job, "The job")->required();
+  why->callback([=] {
+    auto j = Connect(*target).GetJob(*job);
+    if (!j.ok()) throw CLI::RuntimeError(Fail(j.status()));
+    std::printf("job %s (%s): %s, %u of %u tasks done, %u running\n", j->job_id().c_str(),
+                OneLine(j->app()).c_str(), j->state().c_str(), j->tasks_done(), j->tasks_total(),
+                j->tasks_running());
+    if (j->state() != "running") {
+      std::printf("it does not wait: it is %s%s\n", j->state().c_str(),
+                  j->error().empty() ? "" : (": " + OneLine(j->error())).c_str());
+    } else if (!j->waiting().empty()) {
+      std::printf("waiting: %s\n", OneLine(j->waiting()).c_str());
+    } else if (j->tasks_running() > 0) {
+      std::printf("not waiting: its tasks run on devices now\n");
+    } else {
+      std::printf("waiting for a device to ask for work: the connected devices are busy, or their "
+                  "owners are using them (claw agents shows which are connected)\n");
+    }
+  });
+}
+
+}  // namespace claw
