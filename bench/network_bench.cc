@@ -2,6 +2,8 @@
 // SQLite store, two agents with one worker process each, all on loopback.
 //
 //   network_bench noop        no-op tasks/s and single-task round trip p50/p99
+//   network_bench books       no-op tasks/s with credit, ledger and quota
+//                             bookkeeping on and off, alternating
 //   network_bench efficiency  parallel efficiency of ~10 ms and ~1 ms tasks
 //   network_bench large       one 2e9-path Monte Carlo job in 1,000 tasks
 //   network_bench idle        CPU of a connected, idle network
@@ -47,7 +49,7 @@ namespace {
 
 class LocalNetwork {
  public:
-  explicit LocalNetwork(size_t agents, size_t slots = 1) {
+  explicit LocalNetwork(size_t agents, size_t slots = 1, bool keep_books = true) {
     dir_ = std::filesystem::temp_directory_path() / ("claw-bench-" + std::to_string(getpid()));
     std::filesystem::remove_all(dir_);
     ServerOptions so;
@@ -56,6 +58,7 @@ class LocalNetwork {
     so.http_port = -1;
     so.enroll_tokens = agents;
     so.insecure_local = true;
+    so.coordinator.scheduler.keep_books = keep_books;
     server_ = std::move(CoordinatorServer::Start(so, &apps_, NullLogger()).value());
     for (size_t i = 0; i < agents; ++i) {
       AgentOptions ao;
@@ -80,6 +83,7 @@ class LocalNetwork {
     std::filesystem::remove_all(dir_);
   }
   CoordinatorMetrics Metrics() { return server_->coordinator()->Metrics(); }
+  std::string Checkpoint() { return server_->coordinator()->ledger().SignedCheckpoint(); }
   Client& client() { return *client_; }
   const std::filesystem::path& dir() const { return dir_; }
   // Submits and waits; returns seconds from submit to the job's end.
@@ -174,6 +178,29 @@ void BenchNoop() {
               lat[lat.size() / 2], lat[lat.size() * 99 / 100]);
   std::printf("  peers measured on this machine class (see docs/benchmarks.md): Dask 633 tasks/s, "
               "10.7 ms; Celery+Redis 558 tasks/s\n");
+}
+
+// What credit, the ledger and quotas cost the no-op path: the same jobs on
+// two networks, one keeping the books and one not, run alternately.
+void BenchBooks() {
+  constexpr int kTasks = 200'000;
+  const std::string spec = R"({"app":"noop","tasks":)" + std::to_string(kTasks) + "}";
+  double best[2] = {1e9, 1e9};
+  uint64_t entries = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    for (int books = 0; books < 2; ++books) {
+      LocalNetwork net(2, 1, books == 1);
+      best[books] = std::min(best[books], net.RunJob(spec));
+      if (books == 1) {
+        std::string cp = net.Checkpoint();
+        entries = std::strtoull(cp.substr(cp.find('\n') + 1).c_str(), nullptr, 10);
+      }
+    }
+  }
+  std::printf("noop throughput, books off: %.0f tasks/s; books on: %.0f tasks/s (%.1f%% lower; "
+              "best of 3 each, alternating; %llu ledger entries for %d tasks + warm-up)\n",
+              kTasks / best[0], kTasks / best[1], 100 * (1 - best[0] / best[1]),
+              static_cast<unsigned long long>(entries), kTasks);
 }
 
 void BenchEfficiency(double task_seconds, int tasks) {
@@ -612,6 +639,7 @@ int main(int argc, char** argv) {
   std::string what = argc > 1 ? argv[1] : "all";
   std::printf("machine: %u hardware threads\n", std::thread::hardware_concurrency());
   if (what == "noop" || what == "all") claw::BenchNoop();
+  if (what == "books" || what == "all") claw::BenchBooks();
   if (what == "efficiency" || what == "all") {
     claw::BenchEfficiency(0.010, 1000);
     claw::BenchEfficiency(0.001, 5000);

@@ -177,9 +177,11 @@ LeaseId Scheduler::Grant(Job& job, uint32_t index, Agent& agent, Time now, Assig
   // work buffer uses the corrected one.
   double corrected = estimate * SpeedFactor(job.app);
   agent.held_seconds += corrected;
-  OwnerShare& share = owners_[job.record.owner];
-  ShareKey(share, now);  // decays only when time has passed
-  share.usage += corrected;
+  if (options_.keep_books) {
+    OwnerShare& share = owners_[job.record.owner];
+    ShareKey(share, now);  // decays only when time has passed
+    share.usage += corrected;
+  }
   leases_.emplace(id, Lease{&job, index, &agent, deadline, now + job.spec.task_timeout, estimate,
                             corrected});
   deadlines_.emplace(deadline, id);

@@ -104,6 +104,9 @@ struct SchedulerOptions {
   // go first; use is the estimated run time of what was dispatched,
   // decaying with this half-life.
   Duration fair_share_half_life = std::chrono::hours(6);
+  // Credit grants, usage charges and fair share's accounting; off only to
+  // measure what they cost (network_bench books).
+  bool keep_books = true;
 };
 
 // ---- effects -------------------------------------------------------------

@@ -218,7 +218,7 @@ void Scheduler::Settle(Job& job, uint32_t index, size_t canonical, Time now) {
   task.output = std::move(task.results[canonical].output);
   task.runtime_us = 0;  // the compute every replica spent on it
   for (const auto& r : task.results) task.runtime_us += r.runtime_us;
-  batch_.usage.push_back(UsageCharge{job.record.owner, task.runtime_us});
+  if (options_.keep_books) batch_.usage.push_back(UsageCharge{job.record.owner, task.runtime_us});
   std::vector<ReplicaResult>().swap(task.results);
   if (!judged.empty()) task.unchecked_by = nullptr;
   job.done++;
@@ -238,6 +238,7 @@ double Scheduler::Claim(const Task& task, const Agent& agent, uint64_t runtime_u
 
 void Scheduler::GrantCredit(const Job& job, uint32_t index,
                             std::span<const std::pair<Agent*, uint64_t>> earners) {
+  if (!options_.keep_books) return;
   const Task& task = job.tasks[index];
   std::vector<double> claims;
   claims.reserve(earners.size());
