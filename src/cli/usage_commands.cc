@@ -2,6 +2,7 @@
 // manner of Slurm's sreport; -P for a parsable table), `claw users set-tier`
 // (admin) and `claw why JOB` (what a job waits for).
 #include <cstdio>
+#include <ctime>
 
 #include <nlohmann/json.hpp>
 
@@ -88,6 +89,45 @@ void AddUsage(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
     auto j = nlohmann::json::parse(*r, nullptr, false);
     std::printf("user %s is now in the %s tier\n", user->c_str(), tier->c_str());
     if (j.is_object()) PrintUsage(j, false);
+  });
+
+  auto all = std::make_shared<bool>(false);
+  auto* q = cli.add_subcommand("q", "The queue, as condor_q shows it: running jobs by owner");
+  q->add_flag("--all", *all, "Finished jobs too (the last 1,000)");
+  q->callback([=] {
+    auto list = Connect(*target).ListJobs(1000);
+    if (!list.ok()) throw CLI::RuntimeError(Fail(list.status()));
+    std::printf("%-12s %-16s %-11s %7s %7s %7s %7s %7s  %s\n", "OWNER", "BATCH_NAME", "SUBMITTED",
+                "DONE", "RUN", "IDLE", "HOLD", "TOTAL", "JOB_IDS");
+    size_t jobs = 0, finished = 0;
+    uint64_t done = 0, run = 0, idle = 0, hold = 0;
+    for (const v1::JobInfo& j : *list) {
+      const bool running = j.state() == "running";
+      if (!running) finished++;
+      if (!running && !*all) continue;
+      jobs++;
+      const uint64_t out = uint64_t{j.tasks_done()} + j.tasks_running() + j.tasks_failed();
+      const uint64_t waiting = j.tasks_total() > out && running ? j.tasks_total() - out : 0;
+      const bool held = j.waiting().rfind("held:", 0) == 0;
+      done += j.tasks_done();
+      run += j.tasks_running();
+      (held ? hold : idle) += waiting;
+      char when[32] = "-";
+      const time_t t = static_cast<time_t>(j.created_unix_ms() / 1000);
+      std::tm tm{};
+      if (localtime_r(&t, &tm)) std::strftime(when, sizeof when, "%m/%d %H:%M", &tm);
+      auto cell = [](uint64_t n) { return n == 0 ? std::string("_") : std::to_string(n); };
+      const std::string name = j.name().empty() ? j.app() : j.name();
+      std::printf("%-12.12s %-16.16s %-11s %7s %7s %7s %7s %7u  %s%s\n",
+                  j.owner().empty() ? "-" : OneLine(j.owner()).c_str(), OneLine(name).c_str(), when,
+                  cell(j.tasks_done()).c_str(), cell(j.tasks_running()).c_str(),
+                  cell(held ? 0 : waiting).c_str(), cell(held ? waiting : 0).c_str(), j.tasks_total(),
+                  j.job_id().c_str(), running ? "" : (" (" + j.state() + ")").c_str());
+    }
+    std::printf("\nTotal for query: %zu jobs; %llu tasks done, %llu running, %llu idle, %llu held",
+                jobs, static_cast<unsigned long long>(done), static_cast<unsigned long long>(run),
+                static_cast<unsigned long long>(idle), static_cast<unsigned long long>(hold));
+    std::printf(*all ? "\n" : "; %zu finished not shown (--all)\n", finished);
   });
 
   auto job = std::make_shared<std::string>();

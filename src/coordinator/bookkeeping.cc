@@ -151,6 +151,7 @@ void Coordinator::Bookkeep(StoreBatch& batch, Time now) {
     for (const UsageCharge& c : batch.usage) batch.usage_us[c.user] += c.node_us;
   }
   if (batch.credits.empty()) return;
+  for (const CreditGrant& g : batch.credits) metrics_.credits_granted += g.credit;
   batch.credit_changes = credits_.Apply(batch.credits, now);
   batch.ledger = ledger_->Stage(CreditEntries(batch.credits, now));
 }

@@ -55,6 +55,7 @@ nlohmann::json JobInfoToJson(const v1::JobInfo& i) {
                       {"task_seconds", i.task_seconds()}};
   if (!i.error().empty()) j["error"] = i.error();
   if (!i.waiting().empty()) j["waiting"] = i.waiting();
+  if (!i.owner().empty()) j["owner"] = i.owner();
   if (!i.progress().empty()) j["progress"] = i.progress();
   return j;
 }
@@ -540,6 +541,7 @@ nlohmann::json AgentInfoToJson(const v1::AgentInfo& a) {
 v1::JobInfo Coordinator::InfoOf(const JobView& v) const {
   v1::JobInfo i;
   i.set_job_id(v.record.id);
+  i.set_owner(v.record.owner);
   auto spec = nlohmann::json::parse(v.record.spec_json, nullptr, false);
   if (spec.is_object()) {
     i.set_name(spec.value("name", ""));
@@ -791,11 +793,19 @@ void Coordinator::Tick() {
 }
 
 CoordinatorMetrics Coordinator::Metrics() {
+  auto enrolled = store_->ListAgents();
   MutexLock lock(mu_);
   CoordinatorMetrics m = metrics_;
   m.pending_tasks = sched_.pending_tasks();
   m.active_leases = sched_.active_leases();
   m.connected_agents = sched_.connected_agents();
+  const Scheduler::AgentCounts counts = sched_.CountAgents();
+  m.agents_working = counts.working;
+  m.agents_idle = counts.idle;
+  m.agents_enrolled = enrolled.ok() ? enrolled->size() : m.connected_agents;
+  m.ledger_entries = ledger_->size();
+  for (const UserUsage& u : quota_.Usage()) m.users_held += u.held;
+  m.histograms = sched_.histograms();
   m.blob_bytes_to_agents = blob_to_agents_.load();
   m.blob_bytes_from_agents = blob_from_agents_.load();
   return m;

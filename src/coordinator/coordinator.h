@@ -105,6 +105,13 @@ struct CoordinatorMetrics {
   size_t pending_tasks = 0;
   size_t active_leases = 0;
   size_t connected_agents = 0;
+  size_t agents_working = 0;   // connected, holding tasks
+  size_t agents_idle = 0;      // connected, holding none
+  size_t agents_enrolled = 0;  // connected or not
+  double credits_granted = 0;  // cobblestones, net of those taken back
+  uint64_t ledger_entries = 0;
+  size_t users_held = 0;  // over quota this month
+  Scheduler::Histograms histograms;
 };
 
 class Coordinator : private rounds::RoundHost {

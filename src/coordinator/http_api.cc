@@ -141,24 +141,57 @@ HttpResponse HttpApi::Blob(const std::string& hash, const UserRecord& caller) {
 HttpResponse HttpApi::Metrics() {
   CoordinatorMetrics m = coordinator_->Metrics();
   std::string out;
-  auto line = [&](const char* name, const char* type, double v) {
-    out += std::string("# TYPE ") + name + " " + type + "\n" + name + " " + std::to_string(v) + "\n";
+  char value[64];
+  auto metric = [&](const char* name, const char* type, const char* help, double v) {
+    std::snprintf(value, sizeof value, " %.17g\n", v);
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" +
+           name + value;
   };
-  line("claw_jobs_submitted_total", "counter", m.jobs_submitted);
-  line("claw_results_accepted_total", "counter", m.results_accepted);
-  line("claw_results_stale_total", "counter", m.results_stale);
-  line("claw_results_valid_total", "counter", m.results_valid);
-  line("claw_results_invalid_total", "counter", m.results_invalid);
-  line("claw_task_failures_total", "counter", m.task_failures);
-  line("claw_assignments_sent_total", "counter", m.assignments_sent);
-  line("claw_store_commits_total", "counter", m.store_commits);
-  line("claw_agent_messages_total", "counter", m.agent_messages);
-  line("claw_session_sends_total", "counter", m.session_sends);
-  line("claw_blob_bytes_to_agents_total", "counter", m.blob_bytes_to_agents);
-  line("claw_blob_bytes_from_agents_total", "counter", m.blob_bytes_from_agents);
-  line("claw_pending_tasks", "gauge", m.pending_tasks);
-  line("claw_active_leases", "gauge", m.active_leases);
-  line("claw_connected_agents", "gauge", m.connected_agents);
+  metric("claw_jobs_submitted_total", "counter", "Jobs accepted since the coordinator started.",
+         m.jobs_submitted);
+  metric("claw_results_accepted_total", "counter", "Results that arrived on an active lease.",
+         m.results_accepted);
+  metric("claw_results_stale_total", "counter",
+         "Results for a lease no longer active (duplicates, late replicas).", m.results_stale);
+  metric("claw_results_valid_total", "counter", "Results that agreed with their task's canonical one.",
+         m.results_valid);
+  metric("claw_results_invalid_total", "counter", "Results that lost their task's vote.",
+         m.results_invalid);
+  metric("claw_task_failures_total", "counter", "Tasks that failed on an agent.", m.task_failures);
+  metric("claw_assignments_sent_total", "counter", "Tasks handed to agents.", m.assignments_sent);
+  metric("claw_store_commits_total", "counter", "Transactions committed to the store.",
+         m.store_commits);
+  metric("claw_agent_messages_total", "counter", "Messages received on agent sessions.",
+         m.agent_messages);
+  metric("claw_session_sends_total", "counter", "Messages sent to agents.", m.session_sends);
+  metric("claw_blob_bytes_to_agents_total", "counter", "File bytes agents downloaded.",
+         m.blob_bytes_to_agents);
+  metric("claw_blob_bytes_from_agents_total", "counter", "File bytes agents uploaded.",
+         m.blob_bytes_from_agents);
+  metric("claw_credits_granted_total", "counter",
+         "Credit granted to contributors (cobblestones), net of credit taken back.",
+         m.credits_granted);
+  metric("claw_ledger_entries", "gauge", "Entries in the open ledger.",
+         static_cast<double>(m.ledger_entries));
+  metric("claw_pending_tasks", "gauge", "Task replicas waiting for an agent.", m.pending_tasks);
+  metric("claw_active_leases", "gauge", "Tasks out on agents now.", m.active_leases);
+  metric("claw_connected_agents", "gauge", "Agents with an open session.", m.connected_agents);
+  metric("claw_users_held", "gauge", "Users over their tier's quota this month (their jobs held).",
+         m.users_held);
+  out += "# HELP claw_devices Enrolled devices by state.\n# TYPE claw_devices gauge\n";
+  const std::pair<const char*, size_t> states[] = {
+      {"working", m.agents_working},
+      {"idle", m.agents_idle},
+      {"offline", m.agents_enrolled > m.connected_agents ? m.agents_enrolled - m.connected_agents : 0}};
+  for (const auto& [state, n] : states) {
+    out += std::string("claw_devices{state=\"") + state + "\"} " + std::to_string(n) + "\n";
+  }
+  out += m.histograms.task_run.Exposition("claw_task_run_seconds",
+                                          "Run time of tasks as their workers measured it.");
+  out += m.histograms.queue_wait.Exposition(
+      "claw_queue_wait_seconds", "From a job's submission to its task's first lease.");
+  out += m.histograms.round_trip.Exposition(
+      "claw_task_round_trip_seconds", "From a lease granted to its result received.");
   return HttpResponse{200, "text/plain; version=0.0.4", out};
 }
 

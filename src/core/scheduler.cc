@@ -149,6 +149,15 @@ void Scheduler::WithdrawDemand(const AgentId& id) {
   wanting_.erase(it->second.get());
 }
 
+Scheduler::AgentCounts Scheduler::CountAgents() const {
+  AgentCounts c;
+  for (const auto& [id, a] : agents_) {
+    if (!a->connected) continue;
+    (a->leases.empty() ? c.idle : c.working)++;
+  }
+  return c;
+}
+
 size_t Scheduler::connected_agents() const {
   size_t n = 0;
   for (const auto& [id, a] : agents_) n += a->connected ? 1 : 0;
@@ -183,7 +192,10 @@ LeaseId Scheduler::Grant(Job& job, uint32_t index, Agent& agent, Time now, Assig
     share.usage += corrected;
   }
   leases_.emplace(id, Lease{&job, index, &agent, deadline, now + job.spec.task_timeout, estimate,
-                            corrected});
+                            corrected, false, now});
+  if (task.results.empty() && task.leases.size() == 1) {  // the task's first replica
+    histograms_.queue_wait.Observe(static_cast<double>((now - job.record.created).count()) / 1e6);
+  }
   deadlines_.emplace(deadline, id);
   batch_.leases_granted.push_back(LeaseRecord{id, job.record.id, index, agent.id, deadline});
   out->lease = id;
@@ -358,6 +370,8 @@ std::vector<ResultOutcome> Scheduler::AcceptResults(const AgentId& agent_id,
     }
     Lease l = EndLease(r.lease);
     LearnSpeed(l.job->app, static_cast<double>(r.runtime_us) / 1e6, l.estimate);
+    histograms_.task_run.Observe(static_cast<double>(r.runtime_us) / 1e6);
+    histograms_.round_trip.Observe(static_cast<double>((now - l.granted).count()) / 1e6);
     AddResult(*l.job, l.index, *l.agent, r, now);
     outcomes.push_back(ResultOutcome::kAccepted);
   }

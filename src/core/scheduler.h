@@ -46,6 +46,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/histogram.h"
 #include "common/status.h"
 #include "core/app.h"
 #include "core/credits.h"
@@ -330,6 +331,17 @@ class Scheduler {
   Notices TakeNotices();
 
   // Counters for /metrics and tests.
+  struct Histograms {
+    Histogram task_run{Histogram::SecondsBounds()};    // run time workers reported
+    Histogram queue_wait{Histogram::SecondsBounds()};  // submission to a task's first lease
+    Histogram round_trip{Histogram::SecondsBounds()};  // lease granted to result in
+  };
+  const Histograms& histograms() const { return histograms_; }
+  struct AgentCounts {
+    size_t working = 0;  // connected, holding tasks
+    size_t idle = 0;     // connected, holding none
+  };
+  AgentCounts CountAgents() const;
   size_t pending_tasks() const { return pending_total_; }
   size_t active_leases() const { return leases_.size(); }
   size_t connected_agents() const;
@@ -440,6 +452,7 @@ class Scheduler {
   std::set<RunKey> runnable_;    // jobs with pending tasks
   std::unordered_map<std::string, OwnerShare> owners_;
   size_t held_owners_ = 0;
+  Histograms histograms_;
   std::unordered_map<LeaseId, Lease> leases_;
   std::set<std::pair<Time, LeaseId>> deadlines_;
   std::unordered_map<AgentId, std::unique_ptr<Agent>> agents_;

@@ -67,6 +67,7 @@ struct Scheduler::Lease {
   double estimate = 0;  // the task's run time on its agent by its cost and the agent's FLOPS
   double seconds = 0;   // the same, corrected by what the app's tasks really took
   bool started = false;  // its agent has said a worker runs it (last_deadline counts from then)
+  Time granted;
 };
 
 struct Scheduler::Agent {
