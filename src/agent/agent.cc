@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <functional>
 #include <fstream>
@@ -111,6 +112,7 @@ Agent::Agent(AgentOptions options, const Clock* clock, std::unique_ptr<Sensors> 
 Agent::~Agent() {
   Stop();
   if (transfer_thread_.joinable()) transfer_thread_.join();
+  StopControl();
 }
 
 void Agent::Post(Event e) {
@@ -322,6 +324,11 @@ Status Agent::Run() {
   } else {
     log_->info("sandboxed tasks: {}; scratch={}", held, popts.scratch_root);
   }
+  UpdateStatus();
+  if (Status st = StartControl(); !st.ok()) {
+    log_->warn("no control socket (claw agent pause/resume/status will not reach it): {}",
+               st.message());
+  }
   if (options_.on_running) {
     options_.on_running("agent " + identity_.agent_id + " of coordinator " + options_.coordinator +
                         ": " + std::to_string(slots_) + " slot(s); runs " + offered + missing +
@@ -362,6 +369,7 @@ Status Agent::Run() {
     cv_.wait_for(lock, wait, [this] { return stop_.load(); });
     backoff = std::min(backoff * 2, options_.backoff_max);
   }
+  StopControl();
   pool_.reset();
   GroupMode mode = GroupMode::kAuto;
   ParseGroupMode(options_.cgroups, &mode);
@@ -576,7 +584,15 @@ void Agent::CheckAvailability(Session& s) {
   // The sandboxes' processes are the agent's own load, not the owner's.
   std::vector<pid_t> own = pool_->OwnPids();
   own.push_back(getpid());
-  Availability now = policy_.Update(sensors_->Read(own), clock_->Now());
+  SensorReadings readings = sensors_->Read(own);
+  if (readings.local_hour < 0) {
+    const time_t t = static_cast<time_t>(clock_->Now().unix_ms() / 1000);
+    std::tm tm{};
+    if (localtime_r(&t, &tm)) readings.local_hour = tm.tm_hour;
+  }
+  ApplyOwnerControl();
+  Availability now = policy_.Update(readings, clock_->Now());
+  UpdateStatus();
   if (now == before) return;
   log_->info("availability {} -> {} {}", AvailabilityName(before), AvailabilityName(now),
              policy_.reason());
@@ -632,7 +648,8 @@ bool Agent::Flush(Session& s) {
       m.set_withdraw(true);
       requested_ = 0;
       withdraw_ = false;
-    } else if (policy_.state() == Availability::kAvailable && outbox_.empty()) {
+    } else if (policy_.state() == Availability::kAvailable && outbox_.empty() &&
+               policy_.control() != OwnerControl::kFinishing) {
       size_t have = pool_->held() + staging_.size() + requested_;
       size_t target =
           PrefetchTarget(slots_, options_.prefetch_seconds, avg_task_s_, options_.max_prefetch);

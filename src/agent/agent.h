@@ -140,6 +140,15 @@ class Agent {
   };
 
   Status LoadOrEnroll();
+  // The owner's control socket (agent_control.cc).
+  Status StartControl();
+  void StopControl();
+  void ControlLoop();
+  // Applies what the owner asked for to the availability policy; a
+  // finishing agent that holds nothing more pauses. Run() thread.
+  void ApplyOwnerControl();
+  // Refreshes the status the control socket answers with. Run() thread.
+  void UpdateStatus();
   // Input blobs of tasks the agent holds stay in the cache until the task
   // is done with (any thread).
   void Pin(uint64_t lease, std::vector<std::string> hashes);
@@ -183,6 +192,11 @@ class Agent {
   std::condition_variable_any transfer_cv_;
 
   std::atomic<bool> stop_{false};
+  std::atomic<int> control_{0};  // OwnerControl, as the owner last asked
+  int control_fd_ = -1;
+  std::thread control_thread_;
+  Mutex status_mu_;
+  std::string status_json_ CLAW_GUARDED_BY(status_mu_) = "{}";
   Mutex mu_;
   std::condition_variable_any cv_;
   std::deque<Transfer> transfers_ CLAW_GUARDED_BY(mu_);

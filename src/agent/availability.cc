@@ -22,6 +22,8 @@ SensorReadings FileSensors::Read(const std::vector<pid_t>&) {
     }
     r.on_ac = j.value("on_ac", true);
     r.thermal_throttled = j.value("thermal_throttled", false);
+    r.local_hour = j.value("local_hour", -1);
+    r.memory_used = j.value("memory_used", 0.0);
   } catch (const nlohmann::json::exception&) {  // a field of the wrong type
     r = SensorReadings{};
     r.user_idle = Duration(0);
@@ -38,9 +40,35 @@ const char* AvailabilityName(Availability a) {
   return "?";
 }
 
+const char* OwnerControlName(OwnerControl c) {
+  switch (c) {
+    case OwnerControl::kNone: return "none";
+    case OwnerControl::kPaused: return "paused";
+    case OwnerControl::kFinishing: return "finishing";
+  }
+  return "?";
+}
+
 std::string AvailabilityPolicy::BusyReason(const SensorReadings& r) const {
+  if (control_ == OwnerControl::kPaused) return "paused by its owner";
   if (options_.always) return "";
   char buf[96];
+  if (options_.from_hour != options_.to_hour && r.local_hour >= 0) {
+    const int h = r.local_hour;
+    const bool inside = options_.from_hour < options_.to_hour
+                            ? h >= options_.from_hour && h < options_.to_hour
+                            : h >= options_.from_hour || h < options_.to_hour;
+    if (!inside) {
+      std::snprintf(buf, sizeof buf, "outside its hours (%02d:00 to %02d:00; now %02d:xx)",
+                    options_.from_hour, options_.to_hour, h);
+      return buf;
+    }
+  }
+  if (r.memory_used > options_.max_memory_used) {
+    std::snprintf(buf, sizeof buf, "over the memory cap (%.0f%% in use, cap %.0f%%)",
+                  r.memory_used * 100, options_.max_memory_used * 100);
+    return buf;
+  }
   if (r.other_cpu > options_.max_other_cpu) {
     std::snprintf(buf, sizeof buf, "others use %.0f%% CPU (limit %.0f%%)", r.other_cpu * 100,
                   options_.max_other_cpu * 100);

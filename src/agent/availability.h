@@ -25,6 +25,8 @@ struct SensorReadings {
   std::optional<Duration> user_idle;     // unset: no interactive user (headless)
   bool on_ac = true;
   bool thermal_throttled = false;
+  int local_hour = -1;       // 0..23 on the device's clock; -1: unknown
+  double memory_used = 0;    // the machine's memory in use, 0..1 (all processes)
 };
 
 class Sensors {
@@ -64,7 +66,18 @@ struct AvailabilityOptions {
   Duration min_user_idle = std::chrono::minutes(5);
   bool require_ac = true;
   Duration grace = std::chrono::seconds(30);  // paused this long, then hand work back
+  // Work only from this local hour to that one (22 and 7: overnight); equal:
+  // any time.
+  int from_hour = 0;
+  int to_hour = 0;
+  // Stop while the machine's memory in use is above this share (1: never).
+  double max_memory_used = 1.0;
 };
+
+// What the device's owner asked for (`claw agent pause | finish | resume`);
+// it holds even on a dedicated machine (`always`).
+enum class OwnerControl { kNone, kPaused, kFinishing };
+const char* OwnerControlName(OwnerControl c);
 
 enum class Availability { kAvailable, kPaused, kAway };
 const char* AvailabilityName(Availability a);
@@ -74,6 +87,11 @@ class AvailabilityPolicy {
   explicit AvailabilityPolicy(AvailabilityOptions options) : options_(options) {}
   // Feeds one reading; returns the state to be in now.
   Availability Update(const SensorReadings& r, Time now);
+  // kPaused makes the device busy ("paused by its owner") at the next
+  // Update; kFinishing keeps it available but the agent asks for no new
+  // work (Agent), and pauses once what it holds is done.
+  void SetControl(OwnerControl c) { control_ = c; }
+  OwnerControl control() const { return control_; }
   Availability state() const { return state_; }
   // Why the device is not available (for logs); empty when it is.
   const std::string& reason() const { return reason_; }
@@ -81,6 +99,7 @@ class AvailabilityPolicy {
  private:
   std::string BusyReason(const SensorReadings& r) const;
   AvailabilityOptions options_;
+  OwnerControl control_ = OwnerControl::kNone;
   Availability state_ = Availability::kAvailable;
   Time busy_since_;
   std::string reason_;

@@ -6,6 +6,7 @@
 #include <utmpx.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -168,7 +169,21 @@ class LinuxSensors final : public Sensors {
     r.user_idle = UserIdle();
     r.on_ac = OnAc();
     r.thermal_throttled = ThermallyThrottled();
+    r.memory_used = MemoryUsed();
     return r;
+  }
+
+  // 1 - MemAvailable / MemTotal from /proc/meminfo; 0 if unreadable.
+  static double MemoryUsed() {
+    std::ifstream f("/proc/meminfo");
+    std::string key;
+    double total = 0, available = -1, value = 0;
+    std::string unit;
+    while (f >> key >> value >> unit) {
+      if (key == "MemTotal:") total = value;
+      if (key == "MemAvailable:") available = value;
+    }
+    return total > 0 && available >= 0 ? std::clamp(1 - available / total, 0.0, 1.0) : 0;
   }
 
  private:

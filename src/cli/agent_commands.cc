@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "agent/agent.h"
+#include "agent/agent_control.h"
 #include "agent/worker_main.h"
 #include "apps/ml_sandbox.h"
 #include "apps/registry.h"
@@ -42,6 +43,20 @@ Status AddDataset(const std::string& spec, AgentOptions* opts) {
   return Status::Ok();
 }
 
+// "22-7": work from 22:00 to 07:00, local time.
+Status ParseHours(const std::string& text, AgentOptions* opts) {
+  int from = -1, to = -1;
+  char dash = 0;
+  if (std::sscanf(text.c_str(), "%d%c%d", &from, &dash, &to) != 3 || dash != '-' || from < 0 ||
+      from > 23 || to < 0 || to > 23) {
+    return InvalidArgument("hours: FROM-TO, whole hours 0..23 of local time (e.g. 22-7), got '" +
+                           text.substr(0, 40) + "'");
+  }
+  opts->availability.from_hour = from;
+  opts->availability.to_hour = to;
+  return Status::Ok();
+}
+
 // Reads an agent's --config file: the same settings as the flags, by the
 // names the README gives. An unknown key or a wrong type is refused, named.
 Status ApplyAgentConfig(const std::string& path, AgentOptions* opts, double* idle_min,
@@ -51,7 +66,8 @@ Status ApplyAgentConfig(const std::string& path, AgentOptions* opts, double* idl
   auto j = nlohmann::json::parse(f, nullptr, false);
   if (!j.is_object()) return InvalidArgument(path + ": not a JSON object");
   static const char* kKeys[] = {"max_other_cpu", "idle_minutes", "allow_battery", "grace_s",
-                                "slots",         "always",       "datasets"};
+                                "slots",         "always",       "datasets",      "hours",
+                                "max_memory_used"};
   for (const auto& [key, value] : j.items()) {
     if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) {
       std::string known;
@@ -66,6 +82,11 @@ Status ApplyAgentConfig(const std::string& path, AgentOptions* opts, double* idl
     *grace_s = j.value("grace_s", *grace_s);
     opts->slots = j.value("slots", opts->slots);
     opts->availability.always = j.value("always", opts->availability.always);
+    if (j.contains("hours")) CLAW_RETURN_IF_ERROR(ParseHours(j["hours"].get<std::string>(), opts));
+    opts->availability.max_memory_used = j.value("max_memory_used", opts->availability.max_memory_used);
+    if (!(opts->availability.max_memory_used > 0 && opts->availability.max_memory_used <= 1)) {
+      return InvalidArgument(path + ": max_memory_used: a share of the memory, above 0 and at most 1");
+    }
     if (j.contains("datasets")) {
       if (!j["datasets"].is_object()) return InvalidArgument(path + ": datasets: {\"name\": \"/dir\"}");
       for (const auto& [name, dir] : j["datasets"].items()) {
@@ -116,6 +137,11 @@ void AddAgent(CLI::App& cli) {
   cmd->add_option("--idle-minutes", *idle_min, "Minutes the user must be idle")->capture_default_str();
   cmd->add_flag("--allow-battery", *allow_battery, "Also work on battery power");
   cmd->add_option("--grace", *grace_s, "Seconds paused before handing tasks back")->capture_default_str();
+  auto hours = std::make_shared<std::string>();
+  cmd->add_option("--hours", *hours, "Work only between these local hours, e.g. 22-7");
+  cmd->add_option("--max-memory-used", opts->availability.max_memory_used,
+                  "Stop while more than this share of the machine's memory is in use (0..1)")
+      ->check(CLI::Range(0.01, 1.0));
   cmd->add_option("--memory-mb", *memory_mb,
                   "Most memory any one task may use, whatever its job asks (0: the job's)");
   cmd->add_option("--cpu-seconds", opts->limits.cpu_seconds,
@@ -159,9 +185,45 @@ void AddAgent(CLI::App& cli) {
     if (!st.ok()) throw CLI::RuntimeError(Fail(st));
     std::printf("agent on %s stopped\n", opts->state_dir.c_str());
   });
+  // The owner's controls, over the agent's local socket (agent/agent_control.h).
+  std::vector<CLI::App*> controls;
+  const std::pair<const char*, const char*> kControls[] = {
+      {"pause", "Pause the agent on --state now (its tasks freeze, then go back)"},
+      {"finish", "Let the agent finish the tasks it holds, take no more, then pause"},
+      {"resume", "Let a paused or finishing agent work again"},
+      {"status", "Say what the agent does, and why it is not working if it is not"}};
+  for (const auto& [word, help] : kControls) {
+    auto* c = cmd->add_subcommand(word, help);
+    c->add_option("--state", opts->state_dir, "State directory")->capture_default_str();
+    c->fallthrough();
+    const std::string command = word;
+    c->callback([opts, command] {
+      auto answer = SendAgentControl(opts->state_dir, command);
+      if (!answer.ok()) throw CLI::RuntimeError(Fail(answer.status()));
+      auto j = nlohmann::json::parse(*answer, nullptr, false);
+      if (!j.is_object()) throw CLI::RuntimeError(Fail(InvalidArgument("agent answered: " + *answer)));
+      const std::string requested = j.value("requested", "none");
+      if (command == "pause") std::printf("pausing the agent on %s\n", opts->state_dir.c_str());
+      if (command == "finish") {
+        std::printf("the agent on %s finishes its tasks, then pauses\n", opts->state_dir.c_str());
+      }
+      if (command == "resume") std::printf("resuming the agent on %s\n", opts->state_dir.c_str());
+      std::printf("agent %s: %s", j.value("agent", "").c_str(), j.value("state", "").c_str());
+      if (j.contains("why")) std::printf(" (%s)", j["why"].get<std::string>().c_str());
+      std::printf("; %d task(s) held, %d slot(s); owner's request: %s\n", j.value("tasks_held", 0),
+                  j.value("slots", 0), requested.c_str());
+    });
+    controls.push_back(c);
+  }
   cmd->fallthrough();
   cmd->callback([=] {
     if (stop->parsed()) return;
+    for (CLI::App* c : controls) {
+      if (c->parsed()) return;
+    }
+    if (!hours->empty()) {
+      if (Status st = ParseHours(*hours, opts.get()); !st.ok()) throw CLI::RuntimeError(Fail(st));
+    }
     if (!config->empty()) {
       Status st = ApplyAgentConfig(*config, opts.get(), idle_min.get(), allow_battery.get(),
                                    grace_s.get());

@@ -198,3 +198,58 @@ TEST_F(Contributor, AnAgentKilledMidTaskLeavesNothingOnceRestarted) {
 
 }  // namespace
 }  // namespace claw::testing
+
+namespace claw::testing {
+namespace {
+
+// `claw agent pause | finish | resume | status`, over the agent's local
+// socket, on a dedicated (--always) agent: paused, it takes no work and says
+// why; resumed, the job finishes; finishing, it pauses once it holds
+// nothing; another user of the machine gets nothing from the socket.
+TEST_F(Contributor, TheOwnerPausesFinishesAndResumesTheirAgent) {
+  StartCoordinator();
+  StartAgent(1);
+  const std::string state = (dir_ / "agent0").string();
+  std::string out;
+  ASSERT_TRUE(WaitFor([&] { return Claw({"agent", "status", "--state", state}, &out) == 0; },
+                      seconds(20)))
+      << out;
+  ASSERT_EQ(Claw({"agent", "pause", "--state", state}, &out), 0) << out;
+  EXPECT_NE(out.find("owner's request: paused"), std::string::npos) << out;
+  ASSERT_TRUE(WaitFor([&] {
+    Claw({"agent", "status", "--state", state}, &out);
+    return out.find("paused (paused by its owner)") != std::string::npos;
+  }, seconds(10))) << out;
+
+  Client client(target());
+  auto id = client.Submit(R"({"app":"noop","tasks":5})");
+  ASSERT_TRUE(id.ok());
+  std::this_thread::sleep_for(seconds(2));
+  EXPECT_EQ(client.GetJob(*id)->tasks_done(), 0u) << "a paused agent takes no work";
+  ASSERT_EQ(Claw({"why", *id}, &out), 0) << out;
+  EXPECT_NE(out.find("waiting for a device to ask for work"), std::string::npos) << out;
+
+  ASSERT_EQ(Claw({"agent", "resume", "--state", state}, &out), 0) << out;
+  EXPECT_EQ(WaitForJobEnd(client, *id).state(), "done");
+
+  ASSERT_EQ(Claw({"agent", "finish", "--state", state}, &out), 0) << out;
+  ASSERT_TRUE(WaitFor([&] {
+    Claw({"agent", "status", "--state", state}, &out);
+    return out.find("paused (paused by its owner)") != std::string::npos;
+  }, seconds(10))) << out;
+  auto second = client.Submit(R"({"app":"noop","tasks":2})");
+  ASSERT_TRUE(second.ok());
+  std::this_thread::sleep_for(seconds(2));
+  EXPECT_EQ(client.GetJob(*second)->tasks_done(), 0u) << "finished, then paused";
+
+  // Someone else on the machine: the socket is 0600 and checks its peer.
+  Process nobody({"-u", "nobody", "--", CLAW_BINARY, "agent", "resume", "--state", state},
+                 (dir_ / "nobody.log").string(), "/usr/sbin/runuser");
+  EXPECT_NE(nobody.Wait(), 0) << nobody.Output();
+  EXPECT_NE(nobody.Output().find("not yours to control"), std::string::npos) << nobody.Output();
+  Claw({"agent", "status", "--state", state}, &out);
+  EXPECT_NE(out.find("owner's request: paused"), std::string::npos) << "nothing changed: " << out;
+}
+
+}  // namespace
+}  // namespace claw::testing

@@ -77,6 +77,44 @@ TEST(AvailabilityPolicy, AlwaysIgnoresSensorsAndBatteryCanBeAllowed) {
   EXPECT_EQ(q.Update(r, Time{}), Availability::kAvailable);
 }
 
+TEST(AvailabilityPolicy, TheOwnersPauseHoldsEvenOnADedicatedMachine) {
+  AvailabilityOptions o;
+  o.always = true;
+  AvailabilityPolicy p(o);
+  FakeClock clock;
+  EXPECT_EQ(p.Update(Idle(), clock.Now()), Availability::kAvailable);
+  p.SetControl(OwnerControl::kPaused);
+  EXPECT_EQ(p.Update(Idle(), clock.Now()), Availability::kPaused);
+  EXPECT_EQ(p.reason(), "paused by its owner");
+  p.SetControl(OwnerControl::kFinishing);  // still available: the agent asks for nothing more
+  EXPECT_EQ(p.Update(Idle(), clock.Now()), Availability::kAvailable);
+  p.SetControl(OwnerControl::kNone);
+  EXPECT_EQ(p.Update(Idle(), clock.Now()), Availability::kAvailable);
+}
+
+TEST(AvailabilityPolicy, WorksOnlyInItsHoursAndUnderItsMemoryCap) {
+  AvailabilityOptions o;
+  o.from_hour = 22;
+  o.to_hour = 7;  // overnight
+  o.max_memory_used = 0.8;
+  AvailabilityPolicy p(o);
+  FakeClock clock;
+  SensorReadings r = Idle();
+  for (int h : {22, 23, 0, 3, 6}) {
+    r.local_hour = h;
+    EXPECT_EQ(p.Update(r, clock.Now()), Availability::kAvailable) << h;
+  }
+  r.local_hour = 7;
+  EXPECT_EQ(p.Update(r, clock.Now()), Availability::kPaused);
+  EXPECT_EQ(p.reason(), "outside its hours (22:00 to 07:00; now 07:xx)");
+  r.local_hour = 23;
+  r.memory_used = 0.93;
+  EXPECT_EQ(p.Update(r, clock.Now()), Availability::kPaused);
+  EXPECT_EQ(p.reason(), "over the memory cap (93% in use, cap 80%)");
+  r.memory_used = 0.5;
+  EXPECT_EQ(p.Update(r, clock.Now()), Availability::kAvailable);
+}
+
 TEST(SystemSensors, ReadWithoutFailingOnThisMachine) {
   auto s = NewSystemSensors();
   SensorReadings a = s->Read({});
