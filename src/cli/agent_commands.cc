@@ -215,9 +215,13 @@ void AddAgent(CLI::App& cli) {
     });
     controls.push_back(c);
   }
+  AddAgentService(cmd);
   cmd->fallthrough();
   cmd->callback([=] {
     if (stop->parsed()) return;
+    if (cmd->get_subcommand("install")->parsed() || cmd->get_subcommand("uninstall")->parsed()) {
+      return;
+    }
     for (CLI::App* c : controls) {
       if (c->parsed()) return;
     }

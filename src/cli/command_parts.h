@@ -48,6 +48,8 @@ void AddLedger(CLI::App& cli, std::shared_ptr<ClientConfig> target);
 // `claw agent` (and `claw agent stop`), and the hidden `claw __worker` that
 // agents start.
 void AddAgent(CLI::App& cli);
+// `claw agent install | uninstall` (agent_service.cc), under `agent`.
+void AddAgentService(CLI::App* agent);
 void AddWorker(CLI::App& cli);
 
 }  // namespace claw

@@ -253,3 +253,87 @@ TEST_F(Contributor, TheOwnerPausesFinishesAndResumesTheirAgent) {
 
 }  // namespace
 }  // namespace claw::testing
+
+namespace claw::testing {
+namespace {
+
+// The words of a systemd ExecStart= line as `claw agent install` quotes them.
+std::vector<std::string> ExecStartOf(const std::string& unit) {
+  std::vector<std::string> words;
+  size_t at = unit.find("\nExecStart=");
+  if (at == std::string::npos) return words;
+  std::string line = unit.substr(at + 11, unit.find('\n', at + 1) - at - 11);
+  std::string word;
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    char c = line[i];
+    if (c == '"') {
+      quoted = !quoted;
+      if (!quoted) words.push_back(word), word.clear();
+    } else if (c == '\\' && quoted && i + 1 < line.size()) {
+      word += line[++i];
+    } else if (quoted) {
+      word += c;
+    }
+  }
+  return words;
+}
+
+// `claw agent install` writes a unit that starts at boot and restarts on
+// failure, whose command enrolls and works (run here as systemd would run
+// it); `claw agent uninstall` removes the unit and the agent's data.
+TEST_F(Contributor, InstallWritesAServiceThatWorksAndUninstallRemovesIt) {
+  StartCoordinator();
+  std::istringstream tokens(ReadFile(data() + "/enroll-tokens"));
+  std::string token;
+  std::getline(tokens, token);
+  const std::string state = (dir_ / "service-state").string();
+  const std::string units = (dir_ / "units").string();
+  std::string out;
+  ASSERT_EQ(Claw({"agent", "install", "--token", token, "--coordinator", target(), "--state", state,
+                  "--unit-dir", units, "--no-start", "--", "--always", "--slots", "1"},
+                 &out),
+            0)
+      << out;
+  const std::string unit = ReadFile(units + "/claw-agent.service");
+  EXPECT_NE(unit.find("\nRestart=on-failure\n"), std::string::npos) << unit;
+  EXPECT_NE(unit.find("\nWantedBy=multi-user.target\n"), std::string::npos) << unit;
+  EXPECT_NE(unit.find("After=network-online.target"), std::string::npos) << unit;
+  struct stat st;
+  ASSERT_EQ(stat((state + "/enroll-token").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(ReadFile(state + "/enroll-token"), token + "\n");
+  if (std::filesystem::exists("/usr/bin/systemd-analyze")) {
+    Process verify({"verify", units + "/claw-agent.service"}, (dir_ / "verify.log").string(),
+                   "/usr/bin/systemd-analyze");
+    verify.Wait();
+    // Warnings about the machine are fine; a syntax error in the unit is not.
+    EXPECT_EQ(verify.Output().find("Failed to parse"), std::string::npos) << verify.Output();
+    EXPECT_EQ(verify.Output().find("Unknown key"), std::string::npos) << verify.Output();
+  }
+
+  std::vector<std::string> cmd = ExecStartOf(unit);
+  ASSERT_GE(cmd.size(), 2u) << unit;
+  EXPECT_EQ(cmd[0], std::string(CLAW_BINARY));
+  const std::string program = cmd[0];
+  cmd.erase(cmd.begin());
+  {
+    Process service(cmd, (dir_ / "service.log").string(), program);
+    Client client(target());
+    auto id = client.Submit(R"({"app":"noop","tasks":3})");
+    ASSERT_TRUE(id.ok());
+    EXPECT_EQ(WaitForJobEnd(client, *id).state(), "done") << service.Tail();
+    service.Stop();
+  }
+  ASSERT_TRUE(std::filesystem::exists(state + "/identity.json"));
+
+  ASSERT_EQ(Claw({"agent", "uninstall", "--state", state, "--unit-dir", units, "--no-start"}, &out), 0)
+      << out;
+  EXPECT_FALSE(std::filesystem::exists(units + "/claw-agent.service"));
+  EXPECT_FALSE(std::filesystem::exists(state));
+  EXPECT_NE(Claw({"agent", "install", "--state", state, "--unit-dir", units, "--no-start"}, &out), 0)
+      << "no token: " << out;
+}
+
+}  // namespace
+}  // namespace claw::testing
