@@ -111,6 +111,9 @@ void AddCoordinator(CLI::App& cli) {
       ->capture_default_str();
   cmd->add_option("--sync", opts->sqlite.synchronous, "SQLite synchronous mode: NORMAL or FULL")
       ->capture_default_str();
+  cmd->add_flag("--allow-private-webhooks", opts->coordinator.notify.allow_private,
+                "Let users' notification targets be loopback or private addresses (a test "
+                "setup; by default refused: the coordinator itself, metadata services)");
   cmd->add_flag("--insecure-local", opts->insecure_local,
                 "No TLS and no API tokens: every client call is the local user (loopback only)");
   cmd->add_option("--tls-name", opts->tls_names,

@@ -38,6 +38,7 @@ class HttpApiClient {
   const std::string& url() const { return url_; }
 
   Result<std::string> Get(const std::string& path) { return Answer(path, http_.Get(path)); }
+  Result<std::string> Delete(const std::string& path) { return Answer(path, http_.Delete(path)); }
   Result<std::string> Post(const std::string& path, const std::string& json) {
     return Answer(path, http_.Post(path, json, "application/json"));
   }
@@ -45,7 +46,7 @@ class HttpApiClient {
     if (!res) {
       return Unavailable("cannot reach " + url_ + path + ": " + httplib::to_string(res.error()));
     }
-    if (res->status != 200) {
+    if (res->status != 200 && res->status != 201) {
       auto body = nlohmann::json::parse(res->body, nullptr, false);
       std::string why = body.is_object() && body.contains("error")
                             ? body["error"].value("message", "")

@@ -91,6 +91,50 @@ void AddUsage(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
     if (j.is_object()) PrintUsage(j, false);
   });
 
+  auto webhook = std::make_shared<std::string>();
+  auto slack = std::make_shared<std::string>();
+  auto remove_id = std::make_shared<int64_t>(0);
+  auto* notify = cli.add_subcommand("notify", "Where you are told about your jobs and devices");
+  notify->require_subcommand(1);
+  auto* add = notify->add_subcommand("add", "Add a target: a signed webhook or a Slack incoming webhook");
+  auto* w = add->add_option("--webhook", *webhook, "A URL that gets Standard Webhooks POSTs");
+  add->add_option("--slack", *slack, "A Slack incoming webhook URL")->excludes(w);
+  add->callback([=] {
+    if (webhook->empty() == slack->empty()) {
+      throw CLI::RuntimeError(Fail(InvalidArgument("one of --webhook URL or --slack URL")));
+    }
+    HttpApiClient api(*target);
+    auto r = api.Post("/api/notifications",
+                      nlohmann::json{{"kind", webhook->empty() ? "slack" : "webhook"},
+                                     {"url", webhook->empty() ? *slack : *webhook}}
+                          .dump());
+    if (!r.ok()) throw CLI::RuntimeError(Fail(r.status()));
+    auto j = nlohmann::json::parse(*r, nullptr, false);
+    std::printf("target %lld: %s %s\n", static_cast<long long>(j.value("id", 0)),
+                j.value("kind", "").c_str(), OneLine(j.value("url", "")).c_str());
+    if (j.contains("secret")) {
+      std::printf("signing secret (shown once; check webhook-signature with it): %s\n",
+                  j["secret"].get<std::string>().c_str());
+    }
+  });
+  notify->add_subcommand("list", "Your targets")->callback([=] {
+    HttpApiClient api(*target);
+    auto r = api.GetJson("/api/notifications");
+    if (!r.ok()) throw CLI::RuntimeError(Fail(r.status()));
+    for (const auto& t : (*r)["targets"]) {
+      std::printf("%-6lld %-8s %s\n", static_cast<long long>(t.value("id", 0)),
+                  t.value("kind", "").c_str(), OneLine(t.value("url", "")).c_str());
+    }
+  });
+  auto* remove = notify->add_subcommand("remove", "Remove one of your targets");
+  remove->add_option("id", *remove_id, "Its id (claw notify list)")->required();
+  remove->callback([=] {
+    HttpApiClient api(*target);
+    auto r = api.Delete("/api/notifications/" + std::to_string(*remove_id));
+    if (!r.ok()) throw CLI::RuntimeError(Fail(r.status()));
+    std::printf("removed target %lld\n", static_cast<long long>(*remove_id));
+  });
+
   auto all = std::make_shared<bool>(false);
   auto* q = cli.add_subcommand("q", "The queue, as condor_q shows it: running jobs by owner");
   q->add_flag("--all", *all, "Finished jobs too (the last 1,000)");

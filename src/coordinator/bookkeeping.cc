@@ -94,10 +94,14 @@ void Coordinator::ApplyQuotaEvents(const std::vector<QuotaEvent>& events) {
     switch (e.kind) {
       case QuotaEvent::kWarned:
         log_->warn("quota warning user={}: {}", e.user, e.reason);
+        Tell(e.user, "quota.warning", "80% of your quota is used: " + e.reason,
+             {{"user", e.user}, {"reason", e.reason}});
         break;
       case QuotaEvent::kHeld:
         log_->warn("quota reached user={}: {}", e.user, e.reason);
         sched_.HoldOwner(e.user, e.reason);
+        Tell(e.user, "quota.held", "Your jobs are held: " + e.reason,
+             {{"user", e.user}, {"reason", e.reason}});
         break;
       case QuotaEvent::kReleased:
         log_->info("quota released user={}: {}", e.user, e.reason);

@@ -102,6 +102,7 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Create(Store* store, const App
   size_t jobs = state->jobs.size(), leases = state->leases.size();
   MutexLock lock(c->mu_);  // nobody else has it yet; the analysis wants it held
   CLAW_RETURN_IF_ERROR(c->LoadBookkeeping());
+  c->notifier_ = std::make_unique<Notifier>(store, clock, c->options_.notify, log);
   CLAW_RETURN_IF_ERROR(c->sched_.Restore(std::move(state).value(), clock->Now()));
   // A job that finished during recovery (all results were in) is committed now.
   StoreBatch recovered = c->sched_.TakeBatch();
@@ -129,6 +130,7 @@ void Coordinator::CommitAndNotify(Time now, SessionSink* ack_to, std::vector<Lea
   if (!batch.empty()) {
     if (!ApplyBatch(batch, now)) return;
     metrics_.store_commits++;
+    if (!batch.job_updates.empty()) NotifyJobsEnded(batch);
     for (const auto& v : batch.verdicts) {
       if (v.verdict == Verdict::kValid) metrics_.results_valid++;
       if (v.verdict == Verdict::kInvalid) metrics_.results_invalid++;
@@ -287,6 +289,7 @@ Result<AgentId> Coordinator::OpenSession(const v1::Hello& hello, SessionSink* si
     old_sink->Close(FailedPrecondition("replaced by a newer session of the same agent"));
   }
   devices_[id] = hello.device();
+  offline_since_.erase(id);
   sessions_[sink] = Session{id, sink};
   session_of_[id] = sink;
   std::vector<LeaseId> held(hello.held_leases().begin(), hello.held_leases().end());
@@ -311,6 +314,7 @@ Result<std::string> Coordinator::PublicKeyOf(const AgentId& id) {
     if (!rec.ok()) return PermissionDenied("unknown agent " + id + "; enroll first");
     key = public_keys_.emplace(rec->id, rec->public_key).first;
     sched_.SetAgentOwner(rec->id, rec->owner);
+    agent_owners_[rec->id] = rec->owner;
   }
   return key->second;
 }
@@ -448,6 +452,9 @@ void Coordinator::CloseSession(SessionSink* sink) {
   sessions_.erase(it);
   session_of_.erase(agent);
   sched_.AgentDisconnected(agent, clock_->Now());
+  if (auto o = agent_owners_.find(agent); o != agent_owners_.end() && !o->second.empty()) {
+    offline_since_[agent] = clock_->Now();
+  }
   log_->info("session closed agent={}", agent);
 }
 
@@ -782,6 +789,7 @@ void Coordinator::Tick() {
       NotifyWatchers(id, now, true);
     }
   }
+  if (!offline_since_.empty()) NotifyOfflineDevices(now);
   if (auto released = quota_.Roll(now); !released.empty()) {
     ApplyQuotaEvents(released);
     CommitAndNotify(now);

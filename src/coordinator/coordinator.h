@@ -38,6 +38,7 @@
 #include "core/credits.h"
 #include "core/quota.h"
 #include "core/scheduler.h"
+#include "coordinator/notifier.h"
 #include "ledger/ledger.h"
 #include "rounds/driver.h"
 #include "store/store.h"
@@ -65,6 +66,10 @@ struct CoordinatorOptions {
   Duration watch_interval = std::chrono::milliseconds(50);
   // Node-hours a month and fair-share weight by tier (core/quota.h).
   QuotaOptions quota;
+  // Notifications (coordinator/notifier.h); a device whose session has
+  // been gone this long is "offline" to its owner.
+  NotifierOptions notify;
+  Duration offline_after = std::chrono::minutes(2);
   // The open ledger's signing key, as a signed-note signer key
   // ("PRIVATE+KEY+origin+hash+key", ledger/note.h); its name is the log's
   // origin. Empty: a key made up for this process (tests).
@@ -216,6 +221,14 @@ class Coordinator : private rounds::RoundHost {
   // Credit per agent and UTC day over the last `days` days (up to 366).
   Result<std::vector<CreditDay>> CreditHistory(int days);
 
+  // ---- notifications (notifications.cc) ----
+  // The caller's targets; Add returns the new one with its signing secret
+  // (shown this once). Errors as Notifier's.
+  Result<NotifyTarget> AddNotifyTarget(const std::string& kind, const std::string& url,
+                                       const UserRecord& caller);
+  std::vector<NotifyTarget> NotifyTargets(const UserRecord& caller);
+  Status RemoveNotifyTarget(int64_t id, const UserRecord& caller);
+
   // ---- quotas (bookkeeping.cc) ----
   // This month's use against each tier's node-hours: all users for an
   // admin, the caller's own row otherwise.
@@ -272,6 +285,12 @@ class Coordinator : private rounds::RoundHost {
   Status LoadBookkeeping() CLAW_REQUIRES(mu_);
   // Holds or releases users' jobs in the scheduler as quota events say.
   void ApplyQuotaEvents(const std::vector<QuotaEvent>& events) CLAW_REQUIRES(mu_);
+  // Tells owners about jobs that ended in `batch` (notifications.cc).
+  void NotifyJobsEnded(const StoreBatch& batch) CLAW_REQUIRES(mu_);
+  // Tells owners about devices gone longer than offline_after.
+  void NotifyOfflineDevices(Time now) CLAW_REQUIRES(mu_);
+  void Tell(const std::string& user, const std::string& type, std::string text,
+            nlohmann::json data) CLAW_REQUIRES(mu_);
   Status ValidateAgentMessage(const v1::AgentMessage& msg) const;
   // Turns results whose output files the coordinator does not hold into
   // failures (an output counts only with its files), and takes out those
@@ -307,6 +326,9 @@ class Coordinator : private rounds::RoundHost {
   std::set<JobId> trainings_ CLAW_GUARDED_BY(mu_);
   CreditBook credits_ CLAW_GUARDED_BY(mu_);
   QuotaBook quota_ CLAW_GUARDED_BY(mu_);
+  std::unique_ptr<Notifier> notifier_;  // thread-safe
+  std::unordered_map<AgentId, std::string> agent_owners_ CLAW_GUARDED_BY(mu_);
+  std::map<AgentId, Time> offline_since_ CLAW_GUARDED_BY(mu_);  // owned devices gone
   std::unique_ptr<ledger::Ledger> ledger_;  // thread-safe; written under mu_
   std::set<std::pair<JobId, uint32_t>> rounds_logged_ CLAW_GUARDED_BY(mu_);
 

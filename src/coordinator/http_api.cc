@@ -60,6 +60,7 @@ HttpResponse HttpApi::Route(const HttpRequest& req) {
     }
     if (req.method == "GET" && seg.size() == 3 && seg[1] == "blobs") return Blob(seg[2], *caller);
     if (seg.size() >= 2 && (seg[1] == "usage" || seg[1] == "users")) return Users(req, seg, *caller);
+    if (seg.size() >= 2 && seg[1] == "notifications") return Notifications(req, seg, *caller);
   }
   return Error(NotFound("no route " + req.method + " " + req.path.substr(0, 200)));
 }

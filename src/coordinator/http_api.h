@@ -11,6 +11,10 @@
 //   GET  /api/blobs/{sha256}     -> the blob's bytes (ETag: its hash)
 //   GET  /api/usage              -> this month's node-hours against quota (an admin: every user)
 //   POST /api/users/{name}/tier  body: {"tier": "..."} (admin) -> the user's usage
+//   POST /api/notifications      body: {"kind": "webhook"|"slack", "url": "..."} -> 201 the
+//                                target, with its signing secret (shown once)
+//   GET  /api/notifications      -> {"targets": [...]} (the caller's; no secrets)
+//   DELETE /api/notifications/{id}
 //   GET  /metrics                -> Prometheus text
 //
 // Open to anyone, no token (docs/protocol.md, "The open ledger"):
@@ -68,6 +72,8 @@ class HttpApi {
   HttpResponse Stats(const HttpRequest& req, const std::vector<std::string>& seg);
   HttpResponse Users(const HttpRequest& req, const std::vector<std::string>& seg,
                      const UserRecord& caller);
+  HttpResponse Notifications(const HttpRequest& req, const std::vector<std::string>& seg,
+                             const UserRecord& caller);
   Result<UserRecord> Caller(const HttpRequest& req) const;
 
   Coordinator* coordinator_;

@@ -113,4 +113,38 @@ HttpResponse HttpApi::Users(const HttpRequest& req, const std::vector<std::strin
   return Error(NotFound("no route " + req.method + " " + req.path.substr(0, 200)));
 }
 
+HttpResponse HttpApi::Notifications(const HttpRequest& req, const std::vector<std::string>& seg,
+                                    const UserRecord& caller) {
+  auto target_json = [](const NotifyTarget& t, bool with_secret) {
+    nlohmann::json j = {{"id", t.id}, {"kind", t.kind}, {"url", t.url},
+                        {"created_unix_ms", t.created.unix_ms()}};
+    if (with_secret && !t.secret.empty()) j["secret"] = t.secret;
+    return j;
+  };
+  if (seg.size() == 2 && req.method == "POST") {
+    auto body = nlohmann::json::parse(req.body, nullptr, false);
+    if (!body.is_object() || !body.contains("kind") || !body["kind"].is_string() ||
+        !body.contains("url") || !body["url"].is_string()) {
+      return Error(InvalidArgument("body: {\"kind\": \"webhook\" or \"slack\", \"url\": \"https://...\"}"));
+    }
+    auto t = coordinator_->AddNotifyTarget(body["kind"], body["url"], caller);
+    if (!t.ok()) return Error(t.status());
+    return Json(201, target_json(*t, true));
+  }
+  if (seg.size() == 2 && req.method == "GET") {
+    nlohmann::json list = nlohmann::json::array();
+    for (const NotifyTarget& t : coordinator_->NotifyTargets(caller)) list.push_back(target_json(t, false));
+    return Json(200, {{"targets", list}});
+  }
+  if (seg.size() == 3 && req.method == "DELETE") {
+    char* end = nullptr;
+    const long long id = std::strtoll(seg[2].c_str(), &end, 10);
+    if (seg[2].empty() || *end != '\0') return Error(InvalidArgument("a target id is a number"));
+    Status st = coordinator_->RemoveNotifyTarget(id, caller);
+    if (!st.ok()) return Error(st);
+    return Json(200, {{"removed", id}});
+  }
+  return Error(NotFound("no route " + req.method + " " + req.path.substr(0, 200)));
+}
+
 }  // namespace claw

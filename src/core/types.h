@@ -184,6 +184,18 @@ struct CreditDay {
   double credit = 0;
 };
 
+// Where a user is told about their jobs and devices (coordinator/notifier.h):
+// kind "webhook" (Standard Webhooks, signed with `secret`) or "slack" (an
+// incoming webhook URL).
+struct NotifyTarget {
+  int64_t id = 0;
+  std::string user;
+  std::string kind;
+  std::string url;
+  std::string secret;  // "whsec_" + base64, for webhooks
+  Time created;
+};
+
 // A user may read this blob: they uploaded it, or a job of theirs made it.
 struct BlobOwner {
   std::string hash;

@@ -162,6 +162,32 @@ class MemoryStore final : public Store {
     return Status::Ok();
   }
 
+  Result<int64_t> AddNotifyTarget(const NotifyTarget& t) override {
+    MutexLock lock(mu_);
+    NotifyTarget copy = t;
+    copy.id = static_cast<int64_t>(targets_.size()) + 1;
+    while (targets_.count(copy.id)) copy.id++;
+    targets_[copy.id] = copy;
+    return copy.id;
+  }
+
+  Result<std::vector<NotifyTarget>> NotifyTargets() override {
+    MutexLock lock(mu_);
+    std::vector<NotifyTarget> out;
+    for (const auto& [id, t] : targets_) out.push_back(t);
+    return out;
+  }
+
+  Status RemoveNotifyTarget(int64_t id, const std::string& user) override {
+    MutexLock lock(mu_);
+    auto it = targets_.find(id);
+    if (it == targets_.end() || it->second.user != user) {
+      return NotFound("no notification target " + std::to_string(id));
+    }
+    targets_.erase(it);
+    return Status::Ok();
+  }
+
   Result<std::vector<UserRecord>> ListUsers() override {
     MutexLock lock(mu_);
     std::vector<UserRecord> out;
@@ -253,6 +279,7 @@ class MemoryStore final : public Store {
   std::map<std::pair<int64_t, AgentId>, CreditDay> credit_days_ CLAW_GUARDED_BY(mu_);
   std::vector<std::string> ledger_ CLAW_GUARDED_BY(mu_);
   std::map<std::pair<std::string, int32_t>, uint64_t> usage_ CLAW_GUARDED_BY(mu_);
+  std::map<int64_t, NotifyTarget> targets_ CLAW_GUARDED_BY(mu_);
   LeaseId next_lease_id_ CLAW_GUARDED_BY(mu_) = 1;
 };
 

@@ -7,7 +7,7 @@
 
 namespace claw::sqlite_schema {
 
-constexpr int kSchemaVersion = 9;
+constexpr int kSchemaVersion = 10;
 
 // Upgrades from each older schema version to the next; index i upgrades from i+1.
 constexpr const char* kMigrations[] = {
@@ -53,6 +53,10 @@ constexpr const char* kMigrations[] = {
     "CREATE TABLE IF NOT EXISTS usage (user TEXT NOT NULL, month INTEGER NOT NULL,"
     "  node_us INTEGER NOT NULL, PRIMARY KEY (user, month)) WITHOUT ROWID;"
     "UPDATE meta SET value = '9' WHERE key = 'schema_version';",
+    // 9 -> 10: notification targets
+    "CREATE TABLE IF NOT EXISTS notify_targets (id INTEGER PRIMARY KEY, user TEXT NOT NULL,"
+    "  kind TEXT NOT NULL, url TEXT NOT NULL, secret TEXT NOT NULL, created_us INTEGER NOT NULL);"
+    "UPDATE meta SET value = '10' WHERE key = 'schema_version';",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion - 1);
 
@@ -101,7 +105,10 @@ CREATE TABLE IF NOT EXISTS ledger (idx INTEGER PRIMARY KEY, entry BLOB NOT NULL)
 CREATE TABLE IF NOT EXISTS usage (
   user TEXT NOT NULL, month INTEGER NOT NULL, node_us INTEGER NOT NULL,
   PRIMARY KEY (user, month)) WITHOUT ROWID;
-INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '9');
+CREATE TABLE IF NOT EXISTS notify_targets (
+  id INTEGER PRIMARY KEY, user TEXT NOT NULL, kind TEXT NOT NULL, url TEXT NOT NULL,
+  secret TEXT NOT NULL, created_us INTEGER NOT NULL);
+INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '10');
 INSERT OR IGNORE INTO meta (key, value) VALUES ('next_lease_id', '1');
 )sql";
 

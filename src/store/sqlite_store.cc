@@ -129,6 +129,12 @@ class SqliteStore final : public Store {
          "ORDER BY day, agent"},
         {&select_ledger_,
          "SELECT idx, entry FROM ledger WHERE idx >= :begin AND idx < :end ORDER BY idx"},
+        {&insert_target_,
+         "INSERT INTO notify_targets (user, kind, url, secret, created_us) "
+         "VALUES (:user, :kind, :url, :secret, :created)"},
+        {&select_targets_,
+         "SELECT id, user, kind, url, secret, created_us FROM notify_targets ORDER BY id"},
+        {&delete_target_, "DELETE FROM notify_targets WHERE id = :id AND user = :user"},
         {&add_usage_,
          "INSERT INTO usage (user, month, node_us) VALUES (:user, :month, :us) "
          "ON CONFLICT (user, month) DO UPDATE SET node_us = node_us + excluded.node_us"},
@@ -345,6 +351,36 @@ class SqliteStore final : public Store {
     }
     select_credit_days_.Reset();
     return out;
+  }
+
+  Result<int64_t> AddNotifyTarget(const NotifyTarget& t) override {
+    MutexLock lock(mu_);
+    CLAW_RETURN_IF_ERROR(insert_target_.Bind(":user", t.user)
+                             .Bind(":kind", t.kind)
+                             .Bind(":url", t.url)
+                             .Bind(":secret", t.secret)
+                             .Bind(":created", t.created.us)
+                             .Exec());
+    return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+  }
+
+  Result<std::vector<NotifyTarget>> NotifyTargets() override {
+    MutexLock lock(mu_);
+    std::vector<NotifyTarget> out;
+    while (select_targets_.Row()) {
+      out.push_back(NotifyTarget{select_targets_.Int(0), select_targets_.Text(1),
+                                 select_targets_.Text(2), select_targets_.Text(3),
+                                 select_targets_.Text(4), Time{select_targets_.Int(5)}});
+    }
+    select_targets_.Reset();
+    return out;
+  }
+
+  Status RemoveNotifyTarget(int64_t id, const std::string& user) override {
+    MutexLock lock(mu_);
+    CLAW_RETURN_IF_ERROR(delete_target_.Bind(":id", id).Bind(":user", user).Exec());
+    if (sqlite3_changes(db_) != 1) return NotFound("no notification target " + std::to_string(id));
+    return Status::Ok();
   }
 
   Result<std::map<std::string, uint64_t>> MonthUsage(int32_t month) override {
@@ -596,6 +632,9 @@ class SqliteStore final : public Store {
   Stmt select_blob_owner_ CLAW_GUARDED_BY(mu_);
   Stmt insert_round_ CLAW_GUARDED_BY(mu_);
   Stmt select_rounds_ CLAW_GUARDED_BY(mu_);
+  Stmt insert_target_ CLAW_GUARDED_BY(mu_);
+  Stmt select_targets_ CLAW_GUARDED_BY(mu_);
+  Stmt delete_target_ CLAW_GUARDED_BY(mu_);
   Stmt add_usage_ CLAW_GUARDED_BY(mu_);
   Stmt select_usage_ CLAW_GUARDED_BY(mu_);
   Stmt select_users_ CLAW_GUARDED_BY(mu_);

@@ -70,6 +70,13 @@ class Store {
   // The job's rounds, in order.
   virtual Result<std::vector<RoundRecord>> Rounds(const JobId& job) = 0;
 
+  // ---- notification targets ----
+  // Returns the new target's id.
+  virtual Result<int64_t> AddNotifyTarget(const NotifyTarget& target) = 0;
+  virtual Result<std::vector<NotifyTarget>> NotifyTargets() = 0;
+  // NotFound unless the target exists and is the user's.
+  virtual Status RemoveNotifyTarget(int64_t id, const std::string& user) = 0;
+
   // ---- credits and the open ledger (StoreBatch::credit_changes, ledger) ----
   // Every agent's credit account.
   virtual Result<std::map<AgentId, CreditAccount>> CreditAccounts() = 0;
