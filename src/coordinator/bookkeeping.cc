@@ -32,7 +32,7 @@ std::vector<std::string> CreditEntries(const std::vector<CreditGrant>& grants, T
     Sum& s = sums[{g.job, g.agent}];
     s.owner = g.owner;
     s.credit += g.credit;
-    s.results += g.credit < 0 ? -1 : 1;
+    s.results += g.credit < 0 ? -g.results : g.results;
   }
   std::vector<std::string> out;
   out.reserve(sums.size());
@@ -150,7 +150,7 @@ Status Coordinator::SetTier(const std::string& user, const std::string& tier,
 
 void Coordinator::Bookkeep(StoreBatch& batch, Time now) {
   if (!batch.usage.empty()) {
-    ApplyQuotaEvents(quota_.Charge(batch.usage, now));
+    ApplyQuotaEvents(quota_.Charge(batch.usage, now));  // folded by user already, mostly
     batch.usage_month = quota_.month();
     for (const UsageCharge& c : batch.usage) batch.usage_us[c.user] += c.node_us;
   }

@@ -65,7 +65,7 @@ CreditChanges CreditBook::Apply(std::span<const CreditGrant> grants, Time now) {
   for (const CreditGrant& g : grants) {
     Sum& s = sums[g.agent];
     s.credit += g.credit;
-    s.results += g.credit < 0 ? -1 : 1;
+    s.results += g.credit < 0 ? -g.results : g.results;
     s.runtime_us = std::max(s.runtime_us, g.runtime_us);
     s.owner = &g.owner;
   }

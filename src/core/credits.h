@@ -55,7 +55,11 @@ struct CreditGrant {
   AgentId agent;
   std::string owner;  // the agent's owner; empty when unknown
   double credit = 0;
-  uint64_t runtime_us = 0;
+  uint64_t runtime_us = 0;  // the longest of them
+  // How many results this grant is for: the scheduler folds consecutive
+  // grants of one job and agent into one (a batch of no-op results is
+  // mostly one agent's).
+  int64_t results = 1;
 };
 
 struct RecentAverage {

@@ -187,9 +187,12 @@ LeaseId Scheduler::Grant(Job& job, uint32_t index, Agent& agent, Time now, Assig
   double corrected = estimate * SpeedFactor(job.app);
   agent.held_seconds += corrected;
   if (options_.keep_books) {
-    OwnerShare& share = owners_[job.record.owner];
-    ShareKey(share, now);  // decays only when time has passed
-    share.usage += corrected;
+    if (!last_share_ || last_owner_ != job.record.owner) {
+      last_owner_ = job.record.owner;
+      last_share_ = &owners_[job.record.owner];  // stable: unordered_map nodes do not move
+    }
+    ShareKey(*last_share_, now);  // decays only when time has passed
+    last_share_->usage += corrected;
   }
   leases_.emplace(id, Lease{&job, index, &agent, deadline, now + job.spec.task_timeout, estimate,
                             corrected, false, now});

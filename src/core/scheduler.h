@@ -426,6 +426,8 @@ class Scheduler {
   // (core/credits.h). `earners`: (agent, run time) of each.
   void GrantCredit(const Job& job, uint32_t index,
                    std::span<const std::pair<Agent*, uint64_t>> earners);
+  void AddGrant(const Job& job, uint32_t index, const Agent& agent, double credit,
+                uint64_t runtime_us);
   // What one of the agent's results claims, in credits.
   double Claim(const Task& task, const Agent& agent, uint64_t runtime_us) const;
   void MergeJob(Job& job, Time now);
@@ -452,6 +454,10 @@ class Scheduler {
   std::set<RunKey> runnable_;    // jobs with pending tasks
   std::unordered_map<std::string, OwnerShare> owners_;
   size_t held_owners_ = 0;
+  // The owner of the last lease granted, and their share: most grants in a
+  // dispatch are one job's.
+  std::string last_owner_;
+  OwnerShare* last_share_ = nullptr;
   Histograms histograms_;
   std::unordered_map<LeaseId, Lease> leases_;
   std::set<std::pair<Time, LeaseId>> deadlines_;

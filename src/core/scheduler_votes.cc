@@ -218,7 +218,13 @@ void Scheduler::Settle(Job& job, uint32_t index, size_t canonical, Time now) {
   task.output = std::move(task.results[canonical].output);
   task.runtime_us = 0;  // the compute every replica spent on it
   for (const auto& r : task.results) task.runtime_us += r.runtime_us;
-  if (options_.keep_books) batch_.usage.push_back(UsageCharge{job.record.owner, task.runtime_us});
+  if (options_.keep_books) {
+    if (!batch_.usage.empty() && batch_.usage.back().user == job.record.owner) {
+      batch_.usage.back().node_us += task.runtime_us;  // folded, as credit grants are
+    } else {
+      batch_.usage.push_back(UsageCharge{job.record.owner, task.runtime_us});
+    }
+  }
   std::vector<ReplicaResult>().swap(task.results);
   if (!judged.empty()) task.unchecked_by = nullptr;
   job.done++;
@@ -240,21 +246,34 @@ void Scheduler::GrantCredit(const Job& job, uint32_t index,
                             std::span<const std::pair<Agent*, uint64_t>> earners) {
   if (!options_.keep_books) return;
   const Task& task = job.tasks[index];
-  std::vector<double> claims;
-  claims.reserve(earners.size());
-  for (const auto& [agent, runtime_us] : earners) claims.push_back(Claim(task, *agent, runtime_us));
-  const double each = QuorumClaim(claims);
-  for (const auto& [agent, runtime_us] : earners) {
-    batch_.credits.push_back(CreditGrant{job.record.id, index, agent->id, agent->owner, each, runtime_us});
+  double each = 0;  // the lowest claim (QuorumClaim), without a vector per task
+  for (size_t i = 0; i < earners.size(); ++i) {
+    const double c = Claim(task, *earners[i].first, earners[i].second);
+    each = i == 0 ? c : std::min(each, c);
   }
+  for (const auto& [agent, runtime_us] : earners) AddGrant(job, index, *agent, each, runtime_us);
+}
+
+void Scheduler::AddGrant(const Job& job, uint32_t index, const Agent& agent, double credit,
+                         uint64_t runtime_us) {
+  // Consecutive grants of one job to one agent fold into one.
+  if (!batch_.credits.empty()) {
+    CreditGrant& last = batch_.credits.back();
+    if (last.agent == agent.id && last.job == job.record.id && (last.credit < 0) == (credit < 0)) {
+      last.credit += credit;
+      last.results++;
+      last.runtime_us = std::max(last.runtime_us, runtime_us);
+      return;
+    }
+  }
+  batch_.credits.push_back(CreditGrant{job.record.id, index, agent.id, agent.owner, credit, runtime_us});
 }
 
 void Scheduler::Unsettle(Job& job, uint32_t index, const Agent& agent) {
   Task& task = job.tasks[index];
   if (task.state != TaskState::kDone) return;
   // It was done on this agent's word alone (its one result's run time).
-  batch_.credits.push_back(CreditGrant{job.record.id, index, agent.id, agent.owner,
-                                       -Claim(task, agent, task.runtime_us), task.runtime_us});
+  AddGrant(job, index, agent, -Claim(task, agent, task.runtime_us), task.runtime_us);
   task.state = TaskState::kPending;
   task.output.clear();
   task.unchecked_by = nullptr;
