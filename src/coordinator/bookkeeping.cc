@@ -54,7 +54,13 @@ std::vector<std::string> CreditEntries(const std::vector<CreditGrant>& grants, T
 Status Coordinator::LoadBookkeeping() {
   auto signer = LedgerSigner(options_.ledger_key);
   if (!signer.ok()) return signer.status();
-  ledger_ = std::make_unique<ledger::Ledger>(std::move(signer).value());
+  // Each new checkpoint is remembered (not while holding mu_: the store
+  // has its own lock), so that the next start can check the entries.
+  ledger_ = std::make_unique<ledger::Ledger>(std::move(signer).value(), [store = store_, log = log_](const std::string& text) {
+    if (Status st = store->PutLedgerCheckpoint(text); !st.ok()) {
+      log->warn("ledger: cannot keep the checkpoint signed: {}", st.message());
+    }
+  });
   auto accounts = store_->CreditAccounts();
   if (!accounts.ok()) return accounts.status();
   credits_.Load(std::move(accounts).value());
@@ -70,6 +76,17 @@ Status Coordinator::LoadBookkeeping() {
       }
     }
     if (page->size() < kMaxLedgerPage) break;
+  }
+  auto last = store_->LedgerCheckpoint();
+  if (!last.ok()) return last.status();
+  if (!last->empty()) {
+    Status st = ledger_->CheckAgainst(*last);
+    if (!st.ok()) {
+      return FailedPrecondition(st.message() +
+                                " since it was signed. The coordinator does not serve a history "
+                                "that contradicts one it published; restore the database from a "
+                                "backup (docs/operations.md)");
+    }
   }
   log_->info("ledger origin={} entries={} key={}", ledger_->origin(), ledger_->size(),
              ledger_->verifier_key());

@@ -2,7 +2,8 @@
 
 namespace claw::ledger {
 
-Ledger::Ledger(NoteSigner signer) : signer_(std::move(signer)) {
+Ledger::Ledger(NoteSigner signer, std::function<void(const std::string&)> on_signed)
+    : signer_(std::move(signer)), on_signed_(std::move(on_signed)) {
   auto vkey = FormatVerifierKey(signer_.name, std::string_view(signer_.secret_key).substr(32));
   verifier_key_ = vkey.ok() ? *vkey : "";
 }
@@ -57,8 +58,26 @@ std::string Ledger::SignedCheckpoint() const {
     auto note = SignNote(text, signer_.name, signer_.secret_key);
     signed_ = note.ok() ? *note : "";
     signed_size_ = tree_.size();
+    if (on_signed_) on_signed_(text);
   }
   return signed_;
+}
+
+Status Ledger::CheckAgainst(const std::string& checkpoint_text) const {
+  auto cp = ParseCheckpoint(checkpoint_text);
+  if (!cp.ok()) return FailedPrecondition("ledger: the last checkpoint stored is unreadable: " + cp.status().message());
+  MutexLock lock(mu_);
+  if (cp->size > tree_.size()) {
+    return FailedPrecondition("ledger: the store holds " + std::to_string(tree_.size()) +
+                              " entries, but a checkpoint of " + std::to_string(cp->size) +
+                              " was signed: entries were removed");
+  }
+  if (tree_.Root(cp->size).value() != cp->root) {
+    return FailedPrecondition("ledger: the first " + std::to_string(cp->size) +
+                              " stored entries do not make the root of the checkpoint signed at "
+                              "that size: an entry was changed");
+  }
+  return Status::Ok();
 }
 
 Result<std::vector<Hash>> Ledger::InclusionProof(uint64_t index, uint64_t tree_size) const {

@@ -15,6 +15,7 @@
 // proofs) may call from any thread.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -31,7 +32,15 @@ namespace claw::ledger {
 class Ledger {
  public:
   // `signer`: the ledger's key; its name is the log's origin.
-  explicit Ledger(NoteSigner signer);
+  // `on_signed`, if set, is told each new checkpoint signed (its text),
+  // before it is served: the coordinator keeps the last one to check the
+  // stored entries against at its next start.
+  explicit Ledger(NoteSigner signer, std::function<void(const std::string&)> on_signed = {});
+
+  // FailedPrecondition, saying what happened, unless the loaded entries
+  // make `checkpoint_text` (a checkpoint this ledger signed earlier): an
+  // entry changed, or the log shrank.
+  Status CheckAgainst(const std::string& checkpoint_text) const;
 
   // Rebuilds the tree from the stored entries, given in order from index
   // 0, in as many calls as it takes. FailedPrecondition for a gap.
@@ -60,6 +69,7 @@ class Ledger {
 
  private:
   const NoteSigner signer_;
+  std::function<void(const std::string&)> on_signed_;
   std::string verifier_key_;
   mutable Mutex mu_;
   MerkleTree tree_ CLAW_GUARDED_BY(mu_);

@@ -162,6 +162,17 @@ class MemoryStore final : public Store {
     return Status::Ok();
   }
 
+  Status PutLedgerCheckpoint(const std::string& text) override {
+    MutexLock lock(mu_);
+    ledger_checkpoint_ = text;
+    return Status::Ok();
+  }
+
+  Result<std::string> LedgerCheckpoint() override {
+    MutexLock lock(mu_);
+    return ledger_checkpoint_;
+  }
+
   Result<int64_t> AddNotifyTarget(const NotifyTarget& t) override {
     MutexLock lock(mu_);
     NotifyTarget copy = t;
@@ -280,6 +291,7 @@ class MemoryStore final : public Store {
   std::vector<std::string> ledger_ CLAW_GUARDED_BY(mu_);
   std::map<std::pair<std::string, int32_t>, uint64_t> usage_ CLAW_GUARDED_BY(mu_);
   std::map<int64_t, NotifyTarget> targets_ CLAW_GUARDED_BY(mu_);
+  std::string ledger_checkpoint_ CLAW_GUARDED_BY(mu_);
   LeaseId next_lease_id_ CLAW_GUARDED_BY(mu_) = 1;
 };
 

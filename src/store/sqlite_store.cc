@@ -129,6 +129,9 @@ class SqliteStore final : public Store {
          "ORDER BY day, agent"},
         {&select_ledger_,
          "SELECT idx, entry FROM ledger WHERE idx >= :begin AND idx < :end ORDER BY idx"},
+        {&put_checkpoint_,
+         "INSERT OR REPLACE INTO meta (key, value) VALUES ('ledger_checkpoint', :v)"},
+        {&get_checkpoint_, "SELECT value FROM meta WHERE key = 'ledger_checkpoint'"},
         {&insert_target_,
          "INSERT INTO notify_targets (user, kind, url, secret, created_us) "
          "VALUES (:user, :kind, :url, :secret, :created)"},
@@ -350,6 +353,18 @@ class SqliteStore final : public Store {
                               select_credit_days_.Text(2), select_credit_days_.Real(3)});
     }
     select_credit_days_.Reset();
+    return out;
+  }
+
+  Status PutLedgerCheckpoint(const std::string& text) override {
+    MutexLock lock(mu_);
+    return put_checkpoint_.Bind(":v", text).Exec();
+  }
+
+  Result<std::string> LedgerCheckpoint() override {
+    MutexLock lock(mu_);
+    std::string out = get_checkpoint_.Row() ? get_checkpoint_.Text(0) : "";
+    get_checkpoint_.Reset();
     return out;
   }
 
@@ -632,6 +647,8 @@ class SqliteStore final : public Store {
   Stmt select_blob_owner_ CLAW_GUARDED_BY(mu_);
   Stmt insert_round_ CLAW_GUARDED_BY(mu_);
   Stmt select_rounds_ CLAW_GUARDED_BY(mu_);
+  Stmt put_checkpoint_ CLAW_GUARDED_BY(mu_);
+  Stmt get_checkpoint_ CLAW_GUARDED_BY(mu_);
   Stmt insert_target_ CLAW_GUARDED_BY(mu_);
   Stmt select_targets_ CLAW_GUARDED_BY(mu_);
   Stmt delete_target_ CLAW_GUARDED_BY(mu_);

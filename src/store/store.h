@@ -70,6 +70,11 @@ class Store {
   // The job's rounds, in order.
   virtual Result<std::vector<RoundRecord>> Rounds(const JobId& job) = 0;
 
+  // The last checkpoint the ledger signed ("size base64-root"), so that a
+  // restart can tell whether the stored entries still make it. Empty: none.
+  virtual Status PutLedgerCheckpoint(const std::string& text) = 0;
+  virtual Result<std::string> LedgerCheckpoint() = 0;
+
   // ---- notification targets ----
   // Returns the new target's id.
   virtual Result<int64_t> AddNotifyTarget(const NotifyTarget& target) = 0;

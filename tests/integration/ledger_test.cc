@@ -31,6 +31,16 @@ class LedgerTest : public Network {
     Process p({data() + "/claw.db", sql}, (dir_ / "sqlite.log").string(), "/usr/bin/sqlite3");
     return p.Wait();
   }
+  // Starts a coordinator on the data that must refuse to start; its exit code.
+  int RefusedStart(std::string* out) {
+    std::filesystem::remove(data() + "/coordinator.json");
+    Process p({"coordinator", "--data", data(), "--port", std::to_string(port_), "--http-port",
+               std::to_string(http_port_), "--insecure-local"},
+              (dir_ / "refused.log").string());
+    const bool exited = p.Exited(std::chrono::seconds(20));
+    *out = p.Output();
+    return exited ? p.exit_code() : 0;
+  }
   void Restart() {
     coordinator_->Stop();
     std::filesystem::remove(data() + "/coordinator.json");
@@ -74,12 +84,18 @@ TEST_F(LedgerTest, CreditIsRecordedAndAnyRewriteIsCaughtFromOutside) {
   ASSERT_EQ(Verify(&out), 0) << out;
   EXPECT_NE(out.find("consistent with the checkpoint seen before"), std::string::npos) << out;
 
-  // Someone with the database rewrites an entry the outsider has seen.
+  // Someone with the database rewrites an entry the outsider has seen. The
+  // coordinator itself refuses to serve that history...
   Restart();
   coordinator_->Stop();
   ASSERT_EQ(Sqlite("UPDATE ledger SET entry = replace(entry, '\"results\":', '\"results\":1') "
                    "WHERE idx = 0"),
             0);
+  EXPECT_NE(RefusedStart(&out), 0);
+  EXPECT_NE(out.find("do not make the root of the checkpoint signed"), std::string::npos) << out;
+  // ... and when whoever changed it also wipes what the coordinator
+  // remembers, the outsider still catches it.
+  ASSERT_EQ(Sqlite("DELETE FROM meta WHERE key = 'ledger_checkpoint'"), 0);
   std::filesystem::remove(data() + "/coordinator.json");
   StartCoordinator();
   EXPECT_NE(Verify(&out), 0) << out;
@@ -94,6 +110,9 @@ TEST_F(LedgerTest, CreditIsRecordedAndAnyRewriteIsCaughtFromOutside) {
   ASSERT_EQ(Sqlite("UPDATE ledger SET entry = replace(entry, '\"results\":1', '\"results\":') "
                    "WHERE idx = 0; DELETE FROM ledger WHERE idx = (SELECT MAX(idx) FROM ledger)"),
             0);
+  EXPECT_NE(RefusedStart(&out), 0);
+  EXPECT_NE(out.find("entries were removed"), std::string::npos) << out;
+  ASSERT_EQ(Sqlite("DELETE FROM meta WHERE key = 'ledger_checkpoint'"), 0);
   std::filesystem::remove(data() + "/coordinator.json");
   StartCoordinator();
   EXPECT_NE(Verify(&out), 0) << out;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/crypto.h"
+#include "ledger/ledger.h"
 #include "ledger/merkle.h"
 #include "ledger/note.h"
 
@@ -346,6 +347,34 @@ TEST(Checkpoint, MalformedCheckpointsNameTheLine) {
   EXPECT_FALSE(ParseCheckpoint("o\n1\nbjQLnP+zepicpUTmu3gKLHiQHT+zNzh2hRGjBhevoB0=").ok());
   auto ext = ParseCheckpoint("o\n1\nbjQLnP+zepicpUTmu3gKLHiQHT+zNzh2hRGjBhevoB0=\nextension\n");
   EXPECT_TRUE(ext.ok());
+}
+
+TEST(Ledger, ARestartedLedgerChecksItsEntriesAgainstTheLastCheckpointItSigned) {
+  const NoteSigner signer{"example.org/log", GenerateSigningKey().secret_key};
+  std::string remembered;
+  Ledger first(signer, [&](const std::string& text) { remembered = text; });
+  auto staged = first.Stage({"a", "b", "c"});
+  ASSERT_TRUE(first.Commit(staged).ok());
+  const std::string note = first.SignedCheckpoint();
+  ASSERT_FALSE(remembered.empty());
+  EXPECT_EQ(note.substr(0, remembered.size()), remembered);
+  EXPECT_EQ(OpenNote(note, ParseVerifierKey(first.verifier_key()).value()).value(), remembered);
+
+  Ledger same(signer);
+  ASSERT_TRUE(same.Load(staged).ok());
+  EXPECT_TRUE(same.CheckAgainst(remembered).ok());
+  auto changed = staged;
+  changed[1].data = "B";
+  Ledger rewritten(signer);
+  ASSERT_TRUE(rewritten.Load(changed).ok());
+  EXPECT_NE(rewritten.CheckAgainst(remembered).message().find("an entry was changed"),
+            std::string::npos);
+  Ledger shorter(signer);
+  ASSERT_TRUE(shorter.Load(std::span(staged).first(2)).ok());
+  EXPECT_NE(shorter.CheckAgainst(remembered).message().find("entries were removed"),
+            std::string::npos);
+  Ledger gap(signer);
+  EXPECT_EQ(gap.Load(std::span(staged).subspan(1)).code(), StatusCode::kFailedPrecondition);
 }
 
 }  // namespace
