@@ -194,6 +194,7 @@ class Agent {
   std::atomic<bool> stop_{false};
   std::atomic<int> control_{0};  // OwnerControl, as the owner last asked
   int control_fd_ = -1;
+  std::atomic<bool> control_stop_{false};
   std::thread control_thread_;
   Mutex status_mu_;
   std::string status_json_ CLAW_GUARDED_BY(status_mu_) = "{}";

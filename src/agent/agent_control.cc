@@ -94,6 +94,7 @@ Status Agent::StartControl() {
 
 void Agent::StopControl() {
   if (control_fd_ < 0) return;
+  control_stop_ = true;  // the loop looks at it at least every 200 ms
   shutdown(control_fd_, SHUT_RDWR);
   if (control_thread_.joinable()) control_thread_.join();
   close(control_fd_);
@@ -102,7 +103,7 @@ void Agent::StopControl() {
 }
 
 void Agent::ControlLoop() {
-  while (!stop_) {
+  while (!stop_ && !control_stop_) {
     pollfd p{control_fd_, POLLIN, 0};
     if (poll(&p, 1, 200) <= 0) continue;
     if (p.revents & (POLLERR | POLLHUP | POLLNVAL)) return;

@@ -130,7 +130,11 @@ void Coordinator::ApplyQuotaEvents(const std::vector<QuotaEvent>& events) {
 
 std::vector<UserUsage> Coordinator::Usage(const UserRecord& caller) {
   MutexLock lock(mu_);
-  quota_.Roll(clock_->Now());
+  // A new month may have begun since the last tick: release whom it frees.
+  if (auto released = quota_.Roll(clock_->Now()); !released.empty()) {
+    ApplyQuotaEvents(released);
+    CommitAndNotify(clock_->Now());
+  }
   std::vector<UserUsage> all = quota_.Usage();
   if (caller.tier == kAdminTier) return all;
   std::erase_if(all, [&](const UserUsage& u) { return u.user != caller.name; });

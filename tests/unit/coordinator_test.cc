@@ -319,9 +319,9 @@ TEST_F(CoordinatorTest, AJobOverQuotaIsHeldNotDroppedAndGoesOnNextMonth) {
   EXPECT_EQ(coordinator_->SetTier("bob", "gold", LocalUser()).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(coordinator_->SetTier("nobody", "free", LocalUser()).code(), StatusCode::kNotFound);
 
-  clock_.Advance(std::chrono::hours(1));  // December
+  clock_.Advance(std::chrono::hours(1));  // December: the first to look (here `claw usage`,
+  EXPECT_FALSE(coordinator_->Usage(bob)[0].held);  // before any tick) releases bob
   coordinator_->Tick();
-  EXPECT_FALSE(coordinator_->Usage(bob)[0].held);
   std::vector<LeaseId> rest = sink.TakeAssignments();  // the demand still open
   Want(&sink, 4);
   for (LeaseId l : sink.TakeAssignments()) rest.push_back(l);
