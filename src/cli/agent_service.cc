@@ -13,6 +13,7 @@
 
 #include "cli/command_parts.h"
 #include "common/files.h"
+#include "common/text.h"
 
 namespace claw {
 namespace {
@@ -53,17 +54,6 @@ std::string SystemdQuote(const std::string& arg) {
     out += c;
   }
   return out + "\"";
-}
-
-std::string XmlEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '&') out += "&amp;";
-    else if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else out += c;
-  }
-  return out;
 }
 
 bool Run(const std::vector<std::string>& argv) {

@@ -27,4 +27,7 @@ enum class TextLayout {
 // `text` with control characters and invalid UTF-8 escaped as above.
 std::string EscapeControl(std::string_view text, TextLayout layout = TextLayout::kOneLine);
 
+// &, <, >, " and ' as XML entities (element text and attribute values).
+std::string XmlEscape(std::string_view text);
+
 }  // namespace claw

@@ -173,7 +173,6 @@ void Coordinator::Bookkeep(StoreBatch& batch, Time now) {
   if (!batch.usage.empty()) {
     ApplyQuotaEvents(quota_.Charge(batch.usage, now));  // folded by user already, mostly
     batch.usage_month = quota_.month();
-    for (const UsageCharge& c : batch.usage) batch.usage_us[c.user] += c.node_us;
   }
   if (batch.credits.empty()) return;
   for (const CreditGrant& g : batch.credits) metrics_.credits_granted += g.credit;

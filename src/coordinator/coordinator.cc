@@ -102,6 +102,9 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Create(Store* store, const App
   size_t jobs = state->jobs.size(), leases = state->leases.size();
   MutexLock lock(c->mu_);  // nobody else has it yet; the analysis wants it held
   CLAW_RETURN_IF_ERROR(c->LoadBookkeeping());
+  auto agents = store->ListAgents();  // once: /metrics counts enrollments from here on
+  if (!agents.ok()) return agents.status();
+  c->enrolled_agents_ = agents->size();
   c->notifier_ = std::make_unique<Notifier>(store, clock, c->options_.notify, log);
   CLAW_RETURN_IF_ERROR(c->sched_.Restore(std::move(state).value(), clock->Now()));
   // A job that finished during recovery (all results were in) is committed now.
@@ -251,6 +254,7 @@ Result<v1::EnrollResponse> Coordinator::Enroll(const v1::EnrollRequest& req) {
                st.message());
     return st;
   }
+  enrolled_agents_++;
   log_->info("enrolled agent={} host={} cores={} flops={:.3g}", rec.id,
              EscapeControl(req.device().hostname()), req.device().cores(), req.device().flops());
   v1::EnrollResponse resp;
@@ -623,61 +627,6 @@ Result<std::string> Coordinator::AddUser(const std::string& name, const std::str
   return token;
 }
 
-// ---- blobs -----------------------------------------------------------------------------
-
-Status Coordinator::MayReadBlob(const std::string& hash, const UserRecord& caller) {
-  Status absent = NotFound("no blob " + hash.substr(0, 64));
-  if (!options_.blobs || !IsBlobHash(hash) || !options_.blobs->Has(hash)) return absent;
-  if (caller.tier == kAdminTier) return Status::Ok();
-  auto owns = store_->IsBlobOwner(BlobOwner{hash, caller.name});
-  if (!owns.ok()) return owns.status();
-  return *owns ? Status::Ok() : absent;
-}
-
-Status Coordinator::MayAgentReadBlob(const std::string& hash, const AgentId& agent) {
-  MutexLock lock(mu_);
-  bool named = sched_.AnyLeasedTask(agent, [&](const App& app, std::string_view params) {
-    std::vector<std::string> inputs = app.TaskInputBlobs(params);
-    return std::find(inputs.begin(), inputs.end(), hash) != inputs.end();
-  });
-  if (named && options_.blobs && options_.blobs->Has(hash)) return Status::Ok();
-  return NotFound("no blob " + hash.substr(0, 64) + " for agent " + agent +
-                  " (an agent reads only the inputs of tasks it holds)");
-}
-
-Status Coordinator::MayAgentWriteBlob(const AgentId& agent) {
-  MutexLock lock(mu_);
-  if (sched_.AnyLeasedTask(agent, [](const App&, std::string_view) { return true; })) {
-    return Status::Ok();
-  }
-  return PermissionDenied("agent " + agent + " holds no task: an agent uploads only its outputs");
-}
-
-Status Coordinator::BlobUploaded(const std::string& hash, const UserRecord& caller) {
-  return store_->AddBlobOwner(BlobOwner{hash, caller.name});
-}
-
-Status Coordinator::AuthenticateAgentBlobCall(const std::string& agent_id, int64_t unix_ms,
-                                              std::string_view signature,
-                                              const std::string& hash) {
-  std::string key;
-  {
-    MutexLock lock(mu_);
-    auto k = PublicKeyOf(agent_id);
-    if (!k.ok()) return k.status();
-    key = std::move(k).value();
-  }
-  Duration skew = clock_->Now() - Time::FromUnixMs(unix_ms);
-  if (skew > options_.hello_skew || -skew > options_.hello_skew) {
-    return PermissionDenied("claw-time: too far from the coordinator's clock");
-  }
-  if (!Verify(BlobCallMessage(agent_id, unix_ms, hash), signature, key)) {
-    return PermissionDenied("claw-signature: does not verify with agent " + agent_id +
-                            "'s enrolled key");
-  }
-  return Status::Ok();
-}
-
 Result<JobView> Coordinator::VisibleJob(const JobId& id, const UserRecord& caller) const {
   auto v = sched_.GetJob(id);
   // Someone else's job is reported exactly like a missing one.
@@ -801,7 +750,6 @@ void Coordinator::Tick() {
 }
 
 CoordinatorMetrics Coordinator::Metrics() {
-  auto enrolled = store_->ListAgents();
   MutexLock lock(mu_);
   CoordinatorMetrics m = metrics_;
   m.pending_tasks = sched_.pending_tasks();
@@ -810,7 +758,7 @@ CoordinatorMetrics Coordinator::Metrics() {
   const Scheduler::AgentCounts counts = sched_.CountAgents();
   m.agents_working = counts.working;
   m.agents_idle = counts.idle;
-  m.agents_enrolled = enrolled.ok() ? enrolled->size() : m.connected_agents;
+  m.agents_enrolled = enrolled_agents_;
   m.ledger_entries = ledger_->size();
   for (const UserUsage& u : quota_.Usage()) m.users_held += u.held;
   m.histograms = sched_.histograms();

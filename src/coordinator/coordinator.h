@@ -333,6 +333,7 @@ class Coordinator : private rounds::RoundHost {
   std::set<std::pair<JobId, uint32_t>> rounds_logged_ CLAW_GUARDED_BY(mu_);
 
   std::atomic<uint64_t> blob_to_agents_{0}, blob_from_agents_{0};
+  std::atomic<size_t> enrolled_agents_{0};  // for /metrics, without a store read per scrape
   std::unique_ptr<rounds::RoundDriver> driver_;
   std::mutex driver_mu_;
   std::condition_variable driver_cv_;

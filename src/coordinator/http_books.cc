@@ -91,10 +91,7 @@ HttpResponse HttpApi::Users(const HttpRequest& req, const std::vector<std::strin
       row["quota_node_hours"] = u.limit_hours < 0 ? nlohmann::json(nullptr) : nlohmann::json(u.limit_hours);
       list.push_back(std::move(row));
     }
-    const int32_t month = coordinator_->UsageMonth();
-    char text[16];
-    std::snprintf(text, sizeof text, "%04d-%02d", month / 100, month % 100);
-    return nlohmann::json{{"month", text}, {"users", list}};
+    return nlohmann::json{{"month", MonthText(coordinator_->UsageMonth())}, {"users", list}};
   };
   if (req.method == "GET" && seg.size() == 2 && seg[1] == "usage") {
     return Json(200, usage_json(coordinator_->Usage(caller)));

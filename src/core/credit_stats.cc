@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "common/text.h"
+
 namespace claw {
 namespace {
 
@@ -20,22 +22,6 @@ std::string Fixed(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.6f", v);
   return buf;
-}
-
-std::string XmlEscape(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out += c;
-    }
-  }
-  return out;
 }
 
 }  // namespace

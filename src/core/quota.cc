@@ -14,13 +14,13 @@ std::string Hours(double h) {
   return buf;
 }
 
+}  // namespace
+
 std::string MonthText(int32_t month) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "%04d-%02d", month / 100, month % 100);
   return buf;
 }
-
-}  // namespace
 
 int32_t UtcMonth(Time t) {
   using namespace std::chrono;

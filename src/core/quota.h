@@ -46,6 +46,8 @@ struct UsageCharge {
 
 // UTC year * 100 + month (202611).
 int32_t UtcMonth(Time t);
+// "2026-11".
+std::string MonthText(int32_t month);
 // The first instant of the month after `month`.
 Time StartOfNextMonth(int32_t month);
 

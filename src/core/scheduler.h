@@ -163,16 +163,15 @@ struct StoreBatch {
   // (CreditBook) and their entries in the open ledger.
   CreditChanges credit_changes;
   std::vector<LedgerEntry> ledger;
-  // ... and `usage` summed by user, to add to the month's (core/quota.h).
+  // The month (core/quota.h) that `usage` is added to.
   int32_t usage_month = 0;
-  std::map<std::string, uint64_t> usage_us;
 
   bool empty() const {
     return new_jobs.empty() && leases_granted.empty() && leases_ended.empty() &&
            task_updates.empty() && tasks_added.empty() && job_updates.empty() &&
            replicas_added.empty() &&
            verdicts.empty() && reputations.empty() && blob_owners.empty() && credits.empty() &&
-           usage.empty() && usage_us.empty() && credit_changes.empty() && ledger.empty() && next_lease_id == 0;
+           usage.empty() && credit_changes.empty() && ledger.empty() && next_lease_id == 0;
   }
 };
 

@@ -19,7 +19,7 @@ class MemoryStore final : public Store {
     CLAW_RETURN_IF_ERROR(CheckLedger(b.ledger));
     AppendLedger(b.ledger);
     for (const auto& [agent, account] : b.credit_changes.accounts) credits_[agent] = account;
-    for (const auto& [user, us] : b.usage_us) usage_[{user, b.usage_month}] += us;
+    for (const UsageCharge& c : b.usage) usage_[{c.user, b.usage_month}] += c.node_us;
     for (const auto& [key, credit] : b.credit_changes.days) {
       CreditDay& d = credit_days_[key];
       d.day = key.first;

@@ -590,10 +590,10 @@ class SqliteStore final : public Store {
                                .Exec());
     }
     CLAW_RETURN_IF_ERROR(InsertLedger(b.ledger));
-    for (const auto& [user, us] : b.usage_us) {
-      CLAW_RETURN_IF_ERROR(add_usage_.Bind(":user", user)
+    for (const UsageCharge& c : b.usage) {  // few: the scheduler folds them by user
+      CLAW_RETURN_IF_ERROR(add_usage_.Bind(":user", c.user)
                                .Bind(":month", int64_t{b.usage_month})
-                               .Bind(":us", static_cast<int64_t>(us))
+                               .Bind(":us", static_cast<int64_t>(c.node_us))
                                .Exec());
     }
     if (b.next_lease_id) {

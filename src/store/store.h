@@ -55,7 +55,7 @@ class Store {
   // NotFound if no such user.
   virtual Status SetTier(const std::string& user, const std::string& tier) = 0;
   // Run time used by each user's jobs in a month (UtcMonth), as
-  // StoreBatch::usage_us adds it.
+  // StoreBatch::usage adds it.
   virtual Result<std::map<std::string, uint64_t>> MonthUsage(int32_t month) = 0;
 
   // Who may read which blob (StoreBatch::blob_owners adds them too).
