@@ -395,6 +395,7 @@ Agent::SessionEnd Agent::ServeSession(Session& s) {
   *h->mutable_device() = Device();
   requested_ = 0;
   withdraw_ = false;
+  status_sent_.clear();
   outbox_.clear();
   for (const auto& [l, r] : unacked_) outbox_.push_back(l);  // re-send what was not acked
   if (!s.Open(hello)) {
@@ -558,6 +559,17 @@ void Agent::Handle(Event& e, Session& s) {
     }
   }
   if (m.drain()) withdraw_ = true;
+  if (!m.owner_control().empty()) {
+    // The owner, from the dashboard: as `claw agent pause | finish | resume`.
+    const std::string& c = m.owner_control();
+    if (c == "pause" || c == "finish" || c == "resume") {
+      control_ = static_cast<int>(c == "pause"    ? OwnerControl::kPaused
+                                  : c == "finish" ? OwnerControl::kFinishing
+                                                  : OwnerControl::kNone);
+      log_->info("owner asked the agent to {} (from the dashboard)", c);
+      next_sensor_read_ = clock_->Now();  // applied now, not at the next reading
+    }
+  }
 }
 
 void Agent::AddReport(uint64_t lease, Report report) {
@@ -658,7 +670,18 @@ bool Agent::Flush(Session& s) {
         requested_ += target - have;
       }
     }
-    bool content = n > 0 || m.want() > 0 || m.withdraw();
+    if (n == 0 || status_sent_.empty()) {
+      v1::AgentStatus st;
+      st.set_availability(AvailabilityName(policy_.state()));
+      st.set_control(OwnerControlName(policy_.control()));
+      st.set_why(policy_.reason().substr(0, 400));
+      std::string key = st.availability() + "|" + st.control() + "|" + st.why();
+      if (key != status_sent_) {
+        *m.mutable_status() = std::move(st);
+        status_sent_ = std::move(key);
+      }
+    }
+    bool content = n > 0 || m.want() > 0 || m.withdraw() || m.has_status();
     if (!content && now - last_send_ >= heartbeat_) {
       m.set_heartbeat(true);
       content = true;

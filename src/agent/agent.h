@@ -193,6 +193,9 @@ class Agent {
 
   std::atomic<bool> stop_{false};
   std::atomic<int> control_{0};  // OwnerControl, as the owner last asked
+  // What the coordinator last heard of our availability (AgentStatus);
+  // sent again when it changes. Run() thread.
+  std::string status_sent_;
   int control_fd_ = -1;
   std::atomic<bool> control_stop_{false};
   std::thread control_thread_;

@@ -228,10 +228,23 @@ Result<json> SweepApp::Merge(const JobSpec& spec, const std::vector<std::string_
     }
   }
   json trials = json::array();
+  int64_t top_rung = 0;
+  for (const auto& [trial, t] : latest) top_rung = std::max(top_rung, t.value("rung", int64_t{0}));
   // Rank by rung reached (higher first), then by the metric.
   std::vector<std::tuple<int64_t, double, size_t>> ranked;
   for (auto& [trial, t] : latest) {
     double m = MetricOf(t, metric);
+    // Why a trial has no final metric, or stopped short: said, not left as nan.
+    if (t.value("diverged", false)) {
+      const json fin = t.value("final", json::object());
+      t["why"] = "diverged at epoch " + std::to_string(fin.value("epoch", int64_t{0})) +
+                 " (its loss was not finite)";
+    } else if (std::isnan(m)) {
+      t["why"] = "no " + metric + " in its output";
+    } else if (t.value("rung", int64_t{0}) < top_rung) {
+      t["why"] = "stopped at rung " + std::to_string(t.value("rung", int64_t{0})) +
+                 " (ASHA promoted better trials)";
+    }
     if (!std::isnan(m)) ranked.emplace_back(-t.value("rung", int64_t{0}), maximize ? -m : m, trials.size());
     trials.push_back(std::move(t));
   }

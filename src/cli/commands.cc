@@ -133,6 +133,20 @@ void AddCoordinator(CLI::App& cli) {
                   "runs about every 5 s, for this long each time")
       ->check(CLI::Range(10.0, 3600.0))  // renewals come about every 5 s
       ->capture_default_str();
+  auto dash_s = std::make_shared<double>(1);
+  cmd->add_option("--dashboard-interval", *dash_s,
+                  "Seconds between the dashboard's live updates (at most one per page per interval)")
+      ->check(CLI::Range(0.05, 60.0))
+      ->capture_default_str();
+  auto sample_s = std::make_shared<double>(10);
+  cmd->add_option("--history-every", *sample_s,
+                  "Seconds between the samples of the network's numbers that the dashboard charts")
+      ->check(CLI::Range(1.0, 3600.0))
+      ->capture_default_str();
+  auto history_days = std::make_shared<double>(30);
+  cmd->add_option("--history-days", *history_days, "Days the dashboard's history is kept in the store")
+      ->check(CLI::Range(0.01, 3660.0))
+      ->capture_default_str();
   auto* init = cmd->add_subcommand(
       "init", "Create the coordinator's keys in the data directory (done on first start too)");
   init->add_option("--data", opts->data_dir, "Data directory")->capture_default_str();
@@ -167,8 +181,12 @@ void AddCoordinator(CLI::App& cli) {
   cmd->fallthrough();
   init->fallthrough();
   stop->fallthrough();
-  cmd->callback([opts, grace_s, handshake_s, min_lease_s, init, stop, detach] {
+  cmd->callback([opts, grace_s, handshake_s, min_lease_s, dash_s, sample_s, history_days, init, stop,
+                 detach] {
     if (init->parsed() || stop->parsed()) return;
+    opts->dashboard.interval = Duration(static_cast<int64_t>(*dash_s * 1e6));
+    opts->dashboard.sample_every = Duration(static_cast<int64_t>(*sample_s * 1e6));
+    opts->dashboard.retention = Duration(static_cast<int64_t>(*history_days * 86400e6));
     opts->coordinator.scheduler.min_lease = Duration(static_cast<int64_t>(*min_lease_s * 1e6));
     opts->http_host = opts->grpc_host;
     opts->handshake_timeout = Duration(static_cast<int64_t>(*handshake_s * 1e6));

@@ -110,12 +110,31 @@ void PrintTrials(const nlohmann::json& r, bool csv) {
   if (csv) {
     std::printf("rank,trial");
     for (const auto& n : names) std::printf(",%s", n.c_str());
-    std::printf(",epochs,loss,test_loss,test_accuracy,seconds,model\n");
+    std::printf(",epochs,loss,test_loss,test_accuracy,seconds,model,why\n");
   } else {
     std::printf("%4s %5s", "RANK", "TRIAL");
     for (const auto& n : names) std::printf(" %10.10s", OneLine(n).c_str());
-    std::printf(" %6s %9s %9s %9s %8s\n", "EPOCHS", "LOSS", "TEST_LOSS", "TEST_ACC", "SECONDS");
+    std::printf(" %6s %9s %9s %9s %8s  %s\n", "EPOCHS", "LOSS", "TEST_LOSS", "TEST_ACC", "SECONDS", "WHY");
   }
+  // A metric the trial does not have: empty in CSV, "-" in the table (never nan).
+  auto metric_csv = [](const nlohmann::json& fin, const char* m) -> std::string {
+    if (!fin.contains(m) || !fin[m].is_number()) return "";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.6g", fin[m].get<double>());
+    return buf;
+  };
+  auto metric_cell = [](const nlohmann::json& fin, const char* m) -> std::string {
+    char buf[32];
+    if (!fin.contains(m) || !fin[m].is_number()) return "-";
+    std::snprintf(buf, sizeof buf, "%.4f", fin[m].get<double>());
+    return buf;
+  };
+  auto csv_field = [](const std::string& v) {
+    if (v.find_first_of(",\"\n") == std::string::npos) return v;
+    std::string q = "\"";
+    for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return q + "\"";
+  };
   for (size_t rank = 0; rank < order.size(); ++rank) {
     const auto& t = trials[order[rank]];
     const nlohmann::json fin = t.value("final", nlohmann::json::object());
@@ -128,16 +147,17 @@ void PrintTrials(const nlohmann::json& r, bool csv) {
       std::printf("%zu,%zu", rank + 1, order[rank]);
       for (const auto& n : names) std::printf(",%s", values.contains(n) ? ValueText(values[n]).c_str() : "");
       std::printf(",%d", fin.value("epoch", 0));
-      for (const char* m : metrics) std::printf(",%.6g", fin.value(m, std::nan("")));
-      std::printf(",%.3f,%s\n", seconds, model.c_str());
+      for (const char* m : metrics) std::printf(",%s", metric_csv(fin, m).c_str());
+      std::printf(",%.3f,%s,%s\n", seconds, model.c_str(), csv_field(t.value("why", "")).c_str());
     } else {
       std::printf("%4zu %5zu", rank + 1, order[rank]);
       for (const auto& n : names) {
         std::printf(" %10.10s", values.contains(n) ? OneLine(ValueText(values[n])).c_str() : "-");
       }
-      std::printf(" %6d %9.4f %9.4f %9.4f %8.2f\n", fin.value("epoch", 0), fin.value("loss", std::nan("")),
-                  fin.value("test_loss", std::nan("")), fin.value("test_accuracy", std::nan("")),
-                  seconds);
+      std::printf(" %6d %9s %9s %9s %8.2f  %s\n", fin.value("epoch", 0),
+                  metric_cell(fin, "loss").c_str(), metric_cell(fin, "test_loss").c_str(),
+                  metric_cell(fin, "test_accuracy").c_str(), seconds,
+                  OneLine(t.value("why", "")).c_str());
     }
   }
 }

@@ -1,5 +1,7 @@
 #include "common/clock.h"
 
+#include <ctime>
+
 namespace claw {
 
 Time SystemClock::Now() const {
@@ -10,6 +12,15 @@ Time SystemClock::Now() const {
 SystemClock* SystemClock::Get() {
   static SystemClock clock;
   return &clock;
+}
+
+std::string Iso8601(Time t) {
+  const time_t s = static_cast<time_t>(t.unix_ms() / 1000);
+  std::tm tm{};
+  gmtime_r(&s, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
 }
 
 }  // namespace claw

@@ -6,6 +6,8 @@
 // origin for FakeClock. Both are thread-safe.
 #pragma once
 
+#include <string>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -25,6 +27,9 @@ struct Time {
   int64_t unix_ms() const { return us / 1000; }
   static Time FromUnixMs(int64_t ms) { return Time{ms * 1000}; }
 };
+
+// "2026-11-25T16:20:00Z" (UTC, whole seconds).
+std::string Iso8601(Time t);
 
 class Clock {
  public:

@@ -189,6 +189,13 @@ bool Coordinator::ApplyBatch(StoreBatch& batch, Time now) {
     options_.on_store_failure(st);
     return false;
   }
+  for (const LeaseRecord& l : batch.leases_granted) timeline_.Granted(l.id, l.job, l.index, l.agent, now);
+  for (LeaseId l : batch.leases_ended) timeline_.Ended(l, now);
+  for (const VerdictUpdate& v : batch.verdicts) {
+    if (v.verdict == Verdict::kValid || v.verdict == Verdict::kInvalid) {
+      timeline_.Judged(v.job, v.index, v.agent, v.verdict == Verdict::kValid);
+    }
+  }
   return true;
 }
 

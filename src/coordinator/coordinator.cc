@@ -344,6 +344,7 @@ Status Coordinator::ValidateAgentMessage(const v1::AgentMessage& msg) const {
   for (const auto& f : msg.failures()) {
     if (f.reason().size() > 4096) return InvalidArgument("failures: reason longer than 4096");
   }
+  if (msg.status().ByteSizeLong() > 1024) return InvalidArgument("status: longer than 1024 bytes");
   return Status::Ok();
 }
 
@@ -409,6 +410,7 @@ void Coordinator::OnAgentMessage(SessionSink* sink, v1::AgentMessage& msg) {
     std::vector<ResultIn> results;
     results.reserve(msg.results_size());
     for (auto& r : *msg.mutable_results()) {
+      timeline_.Reported(r.lease_id(), "done");
       if (unchecked.count(r.lease_id())) {
         const App* app = sched_.AppOfLease(r.lease_id(), agent);
         // Granted between the check and now: not acknowledged, so the
@@ -427,6 +429,7 @@ void Coordinator::OnAgentMessage(SessionSink* sink, v1::AgentMessage& msg) {
     }
   }
   for (const auto& f : msg.failures()) {
+    timeline_.Reported(f.lease_id(), "failed", f.reason());
     if (sched_.TaskFailed(agent, f.lease_id(), f.reason(), now)) {
       metrics_.task_failures++;
       // The reason is the task's (its stderr, for exec): escaped, one line.
@@ -436,6 +439,7 @@ void Coordinator::OnAgentMessage(SessionSink* sink, v1::AgentMessage& msg) {
     acks.push_back(f.lease_id());
   }
   for (LeaseId l : msg.returned()) {
+    timeline_.Reported(l, "returned");
     sched_.LeaseReturned(agent, l, now);
     acks.push_back(l);
   }
@@ -443,6 +447,7 @@ void Coordinator::OnAgentMessage(SessionSink* sink, v1::AgentMessage& msg) {
     sched_.RenewLeases(agent, {msg.running().begin(), msg.running().end()},
                        {msg.started().begin(), msg.started().end()}, now);
   }
+  if (msg.has_status()) agent_status_[agent] = msg.status();
   if (msg.withdraw()) sched_.WithdrawDemand(agent);
   if (msg.want() > 0) sched_.AddDemand(agent, msg.want());
   CommitAndNotify(now, sink, std::move(acks));
@@ -455,6 +460,7 @@ void Coordinator::CloseSession(SessionSink* sink) {
   AgentId agent = it->second.agent;
   sessions_.erase(it);
   session_of_.erase(agent);
+  agent_status_.erase(agent);
   sched_.AgentDisconnected(agent, clock_->Now());
   if (auto o = agent_owners_.find(agent); o != agent_owners_.end() && !o->second.empty()) {
     offline_since_[agent] = clock_->Now();

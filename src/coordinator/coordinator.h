@@ -39,6 +39,7 @@
 #include "core/quota.h"
 #include "core/scheduler.h"
 #include "coordinator/notifier.h"
+#include "coordinator/timeline.h"
 #include "ledger/ledger.h"
 #include "rounds/driver.h"
 #include "store/store.h"
@@ -180,6 +181,7 @@ class Coordinator : private rounds::RoundHost {
 
   // ---- blobs ----
   const BlobDir* blobs() const { return options_.blobs; }
+  const Clock* clock() const { return clock_; }
   uint64_t max_blob_bytes() const { return options_.max_blob_bytes; }
   // Ok if `caller` may read the blob: an admin any, others those they
   // uploaded and those their jobs made. NotFound otherwise, exactly as for a
@@ -238,6 +240,26 @@ class Coordinator : private rounds::RoundHost {
   // tier, NotFound for an unknown user). Holds or releases their jobs as the
   // new tier's quota says.
   Status SetTier(const std::string& user, const std::string& tier, const UserRecord& caller);
+
+  // ---- the dashboard's views (dashboard_views.cc), as JSON (docs/dashboard.md) ----
+  // The network now: devices by state, FLOPS available, queue.
+  HistorySample NetworkNow();
+  nlohmann::json NetworkJson(const HistorySample& now);
+  // The caller's devices (an admin: every device).
+  Result<nlohmann::json> Devices(const UserRecord& caller);
+  // The caller's page: devices, credit, rank, usage.
+  Result<nlohmann::json> Me(const UserRecord& caller);
+  // A job's page: info, timeline, result, rounds.
+  Result<nlohmann::json> JobPage(const JobId& id, const UserRecord& caller);
+  // The network's history (the store's), for the dashboard's charts.
+  Status AddHistory(const HistorySample& sample, Time keep_from) {
+    return store_->AddHistory(sample, keep_from);
+  }
+  Result<std::vector<HistorySample>> History(Time since) { return store_->History(since); }
+  // Tells the caller's device to "pause", "finish" or "resume" (PermissionDenied:
+  // not theirs; FailedPrecondition: offline; InvalidArgument: another action).
+  Result<nlohmann::json> ControlDevice(const AgentId& agent, const std::string& action,
+                                       const UserRecord& caller);
 
   // Moves training jobs on (the round driver, rounds/driver.h): done by a
   // thread of the coordinator's own every ~100 ms and when a round ends;
@@ -331,6 +353,9 @@ class Coordinator : private rounds::RoundHost {
   std::map<AgentId, Time> offline_since_ CLAW_GUARDED_BY(mu_);  // owned devices gone
   std::unique_ptr<ledger::Ledger> ledger_;  // thread-safe; written under mu_
   std::set<std::pair<JobId, uint32_t>> rounds_logged_ CLAW_GUARDED_BY(mu_);
+  TaskTimeline timeline_ CLAW_GUARDED_BY(mu_);
+  // What each connected agent last said of its availability (AgentStatus).
+  std::unordered_map<AgentId, v1::AgentStatus> agent_status_ CLAW_GUARDED_BY(mu_);
 
   std::atomic<uint64_t> blob_to_agents_{0}, blob_from_agents_{0};
   std::atomic<size_t> enrolled_agents_{0};  // for /metrics, without a store read per scrape

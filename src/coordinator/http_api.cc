@@ -5,7 +5,6 @@
 
 #include <algorithm>
 
-#include "coordinator/dashboard.h"
 #include "coordinator/http_json.h"
 #include "core/job_spec.h"
 
@@ -21,6 +20,8 @@ Result<std::unique_ptr<HttpApi>> HttpApi::Start(Coordinator* coordinator, const 
   so.max_per_address = options.max_per_address;
   so.header_deadline = options.header_deadline;
   so.max_body_bytes = kMaxSpecBytes + 1024;
+  api->feed_ = std::make_unique<DashboardFeed>(coordinator, coordinator->clock(), options.dashboard, log);
+  CLAW_RETURN_IF_ERROR(api->feed_->Start());
   auto server = HttpServer::Start(
       so, [a = api.get()](const HttpRequest& req) { return a->Route(req); }, std::move(log));
   if (!server.ok()) return server.status();
@@ -40,8 +41,8 @@ Result<UserRecord> HttpApi::Caller(const HttpRequest& req) const {
 
 HttpResponse HttpApi::Route(const HttpRequest& req) {
   std::vector<std::string> seg = Segments(req.path);
-  if (req.method == "GET" && seg.empty()) {
-    return HttpResponse{200, "text/html; charset=utf-8", kDashboardHtml};
+  if ((req.method == "GET" || req.method == "HEAD") && (seg.empty() || seg[0] == "ui")) {
+    return Asset(req.path);
   }
   if (req.method == "GET" && seg.size() == 1 && seg[0] == "metrics") return Metrics();
   // Open to anyone: the ledger and the credit statistics built on it.
@@ -61,6 +62,9 @@ HttpResponse HttpApi::Route(const HttpRequest& req) {
     if (req.method == "GET" && seg.size() == 3 && seg[1] == "blobs") return Blob(seg[2], *caller);
     if (seg.size() >= 2 && (seg[1] == "usage" || seg[1] == "users")) return Users(req, seg, *caller);
     if (seg.size() >= 2 && seg[1] == "notifications") return Notifications(req, seg, *caller);
+    if (seg.size() >= 2 && (seg[1] == "stream" || seg[1] == "whoami" || seg[1] == "devices")) {
+      return Dashboard(req, seg, *caller);
+    }
   }
   return Error(NotFound("no route " + req.method + " " + req.path.substr(0, 200)));
 }
@@ -187,6 +191,11 @@ HttpResponse HttpApi::Metrics() {
   for (const auto& [state, n] : states) {
     out += std::string("claw_devices{state=\"") + state + "\"} " + std::to_string(n) + "\n";
   }
+  metric("claw_dashboard_streams", "gauge", "Dashboard pages open (live streams).",
+         static_cast<double>(feed_->open_streams()));
+  metric("claw_dashboard_streams_cut_total", "counter",
+         "Dashboard streams cut because their client did not read what was sent.",
+         static_cast<double>(feed_->streams_cut()));
   out += m.histograms.task_run.Exposition("claw_task_run_seconds",
                                           "Run time of tasks as their workers measured it.");
   out += m.histograms.queue_wait.Exposition(

@@ -15,6 +15,10 @@
 //                                target, with its signing secret (shown once)
 //   GET  /api/notifications      -> {"targets": [...]} (the caller's; no secrets)
 //   DELETE /api/notifications/{id}
+//   GET  /api/whoami             -> {"user", "tier", "admin"}
+//   GET  /api/devices            -> {"devices": [...]}  (the caller's; an admin: all)
+//   POST /api/devices/{id}/control body: {"action": "pause"|"finish"|"resume"} -> the device
+//   GET  /api/stream?page=P[&job=ID] -> Server-Sent Events, the page's state (docs/dashboard.md)
 //   GET  /metrics                -> Prometheus text
 //
 // Open to anyone, no token (docs/protocol.md, "The open ledger"):
@@ -25,7 +29,7 @@
 //   GET  /ledger/proof/consistency?from=M&to=N    -> {"hashes": [base64]}
 //   GET  /stats/credits.json     -> users and devices with their credit
 //   GET  /stats/users.xml, /stats/hosts.xml       -> the same, as BOINC's db_dump
-//   GET  /                       -> dashboard
+//   GET  /, /ui/*                -> the dashboard (web/, compiled in)
 //
 // Every /api call needs `Authorization: Bearer <API token>` (401 without),
 // unless the coordinator runs with --insecure-local.
@@ -40,6 +44,7 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/dashboard_feed.h"
 #include "coordinator/http_server.h"
 
 namespace claw {
@@ -53,12 +58,17 @@ class HttpApi {
     bool insecure_local = false;    // no API tokens
     unsigned max_per_address = 64;  // connections from one address at once
     std::chrono::seconds header_deadline{10};  // to send a whole request head
+    DashboardFeed::Options dashboard;
   };
   // Binds and serves. FailedPrecondition naming the port if it is in use.
   static Result<std::unique_ptr<HttpApi>> Start(Coordinator* coordinator, const Options& options,
                                                 Logger log);
   int port() const { return server_->port(); }
-  void Stop() { server_->Stop(); }
+  void Stop() {
+    if (feed_) feed_->Stop();
+    server_->Stop();
+  }
+  DashboardFeed* feed() { return feed_.get(); }
 
  private:
   HttpApi(Coordinator* coordinator, bool insecure_local)
@@ -75,9 +85,14 @@ class HttpApi {
   HttpResponse Notifications(const HttpRequest& req, const std::vector<std::string>& seg,
                              const UserRecord& caller);
   Result<UserRecord> Caller(const HttpRequest& req) const;
+  // http_dashboard.cc
+  HttpResponse Asset(const std::string& path);
+  HttpResponse Dashboard(const HttpRequest& req, const std::vector<std::string>& seg,
+                         const UserRecord& caller);
 
   Coordinator* coordinator_;
   bool insecure_local_;
+  std::unique_ptr<DashboardFeed> feed_;
   std::unique_ptr<HttpServer> server_;
 };
 

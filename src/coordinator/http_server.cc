@@ -5,13 +5,64 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdarg>
+#include <cstring>
 #include <cstdio>
 
 #include "common/text.h"
 #include "coordinator/tcp_listener.h"
 
 namespace claw {
+
+bool HttpStream::Push(std::string_view bytes) {
+  MutexLock lock(mu_);
+  if (closed_) return false;
+  if (buf_.size() - sent_ + bytes.size() > limit_) {
+    // Its client does not read: cut it rather than hold more for it. The
+    // shutdown wakes libmicrohttpd, which closes the connection.
+    closed_ = true;
+    overflowed_ = true;
+    std::string().swap(buf_);
+    sent_ = 0;
+    if (fd_ >= 0) shutdown(fd_, SHUT_RDWR);
+    if (suspended_ && connection_) {
+      suspended_ = false;
+      MHD_resume_connection(connection_);
+    }
+    return false;
+  }
+  buf_.append(bytes);
+  if (suspended_ && connection_) {
+    suspended_ = false;
+    MHD_resume_connection(connection_);
+  }
+  return true;
+}
+
+void HttpStream::Close() {
+  MutexLock lock(mu_);
+  closed_ = true;
+  if (suspended_ && connection_) {
+    suspended_ = false;
+    MHD_resume_connection(connection_);
+  }
+}
+
+bool HttpStream::closed() const {
+  MutexLock lock(mu_);
+  return closed_;
+}
+
+bool HttpStream::overflowed() const {
+  MutexLock lock(mu_);
+  return overflowed_;
+}
+
+size_t HttpStream::buffered() const {
+  MutexLock lock(mu_);
+  return buf_.size() - sent_;
+}
 
 struct HttpServer::Tracked {
   int fd = -1;
@@ -39,9 +90,12 @@ std::string Lookup(MHD_Connection* c, MHD_ValueKind kind, const char* name) {
   return v ? v : "";
 }
 
+MHD_Response* StreamResponse(MHD_Connection* c, const std::shared_ptr<HttpStream>& stream);
+
 MHD_Result Send(MHD_Connection* c, HttpResponse r) {
   MHD_Response* response =
-      r.file_fd >= 0
+      r.stream ? StreamResponse(c, r.stream)
+      : r.file_fd >= 0
           ? MHD_create_response_from_fd64(r.file_size, r.file_fd)  // closes the file
           : MHD_create_response_from_buffer(r.body.size(), r.body.data(), MHD_RESPMEM_MUST_COPY);
   if (!response) return MHD_NO;
@@ -63,6 +117,56 @@ HttpResponse TooLarge(size_t limit) {
 }  // namespace
 
 struct HttpCallbacks {
+  // libmicrohttpd asks for more of a stream's body when the socket can take
+  // it. Nothing queued: the connection is suspended until Push resumes it
+  // (returning 0 without suspending would make the event loop spin).
+  static ssize_t StreamRead(void* cls, uint64_t, char* buf, size_t max) {
+    HttpStream& s = **static_cast<std::shared_ptr<HttpStream>*>(cls);
+    MutexLock lock(s.mu_);
+    if (s.sent_ < s.buf_.size()) {
+      const size_t n = std::min(max, s.buf_.size() - s.sent_);
+      std::memcpy(buf, s.buf_.data() + s.sent_, n);
+      s.sent_ += n;
+      if (s.sent_ == s.buf_.size()) {
+        s.buf_.clear();
+        s.sent_ = 0;
+      } else if (s.sent_ > 64 * 1024 && s.sent_ > s.buf_.size() / 2) {
+        s.buf_.erase(0, s.sent_);
+        s.sent_ = 0;
+      }
+      return static_cast<ssize_t>(n);
+    }
+    if (s.closed_) return MHD_CONTENT_READER_END_OF_STREAM;
+    s.suspended_ = true;
+    MHD_suspend_connection(s.connection_);
+    return 0;
+  }
+
+  // The response is done with: its connection closed or the server stopped.
+  static void StreamFree(void* cls) {
+    auto* holder = static_cast<std::shared_ptr<HttpStream>*>(cls);
+    {
+      HttpStream& s = **holder;
+      MutexLock lock(s.mu_);
+      s.closed_ = true;
+      s.connection_ = nullptr;
+      s.fd_ = -1;
+      std::string().swap(s.buf_);
+    }
+    delete holder;
+  }
+
+  static MHD_Response* NewStreamResponse(MHD_Connection* c, const std::shared_ptr<HttpStream>& stream) {
+    const MHD_ConnectionInfo* info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    {
+      MutexLock lock(stream->mu_);
+      stream->connection_ = c;
+      stream->fd_ = info ? info->connect_fd : -1;
+    }
+    return MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, &StreamRead,
+                                             new std::shared_ptr<HttpStream>(stream), &StreamFree);
+  }
+
   static MHD_Result Request(void* cls, MHD_Connection* c, const char* url, const char* method,
                             const char*, const char* upload, size_t* upload_size, void** state) {
     auto* server = static_cast<HttpServer*>(cls);
@@ -105,6 +209,16 @@ struct HttpCallbacks {
     HttpResponse response;
     try {
       response = server->handler_(req);
+      if (response.stream) {
+        MutexLock lock(server->mu_);
+        if (server->stopping_) {
+          response = HttpResponse{503, "application/json",
+                                  R"({"error": {"code": "UNAVAILABLE", "message": "stopping"}})"};
+        } else {
+          std::erase_if(server->streams_, [](const auto& w) { return w.expired(); });
+          server->streams_.push_back(response.stream);
+        }
+      }
     } catch (const std::exception& e) {
       server->log_->error("http handler failed path={} cause={}", EscapeControl(req.path),
                           EscapeControl(e.what()));
@@ -162,7 +276,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const Options& options, Ha
   std::unique_ptr<HttpServer> s(new HttpServer(options, std::move(handler), std::move(log)));
   s->port_ = BoundPort(*fd);
   const bool tls = !options.cert_pem.empty();
-  unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
+  unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
   if (tls) flags |= MHD_USE_TLS;
   const unsigned idle = static_cast<unsigned>(options.idle_timeout.count());
   const size_t memory = 32 * 1024;  // per connection: the request head must fit (431 beyond)
@@ -205,6 +319,15 @@ void HttpServer::Stop() {
     if (stopping_) return;
     stopping_ = true;
   }
+  // libmicrohttpd must not stop with a connection suspended.
+  std::vector<std::weak_ptr<HttpStream>> streams;
+  {
+    MutexLock lock(mu_);
+    streams.swap(streams_);
+  }
+  for (auto& w : streams) {
+    if (auto s = w.lock()) s->Close();
+  }
   wake_.notify_all();
   if (watchdog_.joinable()) watchdog_.join();
   if (daemon_) MHD_stop_daemon(daemon_);  // closes the listening socket too
@@ -227,5 +350,11 @@ void HttpServer::Watchdog() {
     }
   }
 }
+
+namespace {
+MHD_Response* StreamResponse(MHD_Connection* c, const std::shared_ptr<HttpStream>& stream) {
+  return HttpCallbacks::NewStreamResponse(c, stream);
+}
+}  // namespace
 
 }  // namespace claw

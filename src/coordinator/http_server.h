@@ -14,8 +14,11 @@
 //    `max_body_bytes` gets 413.
 //
 // Handlers run on the server's threads: they must not block for long. A
-// response is a buffer or an open file (sent without copying where TLS
-// allows).
+// response is a buffer, an open file (sent without copying where TLS
+// allows), or an HttpStream that stays open and sends what is pushed to it
+// (Server-Sent Events): a stream with nothing to send parks its connection
+// (suspended, no thread, no polling), and one whose client stops reading
+// is cut once `limit` bytes wait for it, so memory stays bounded.
 //
 // Thread-safe: Start once, Stop (or the destructor) once.
 #pragma once
@@ -28,6 +31,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/log.h"
 #include "common/mutex.h"
@@ -50,6 +54,37 @@ struct HttpRequest {
   std::string Query(const char* name) const { return query ? query(name) : ""; }
 };
 
+class HttpServer;
+
+// An open response body that others push bytes into, from any thread.
+class HttpStream {
+ public:
+  explicit HttpStream(size_t limit) : limit_(limit) {}
+  HttpStream(const HttpStream&) = delete;
+  HttpStream& operator=(const HttpStream&) = delete;
+  // Queues bytes to send. False once the stream is closed: its client left,
+  // it was cut for not reading (more than `limit` bytes waiting), or the
+  // server stops.
+  bool Push(std::string_view bytes);
+  // Ends the response after what is queued.
+  void Close();
+  bool closed() const;
+  bool overflowed() const;  // cut because its client did not read
+  size_t buffered() const;
+
+ private:
+  friend struct HttpCallbacks;
+  const size_t limit_;
+  mutable Mutex mu_;
+  std::string buf_ CLAW_GUARDED_BY(mu_);
+  size_t sent_ CLAW_GUARDED_BY(mu_) = 0;  // of buf_
+  bool closed_ CLAW_GUARDED_BY(mu_) = false;
+  bool overflowed_ CLAW_GUARDED_BY(mu_) = false;
+  bool suspended_ CLAW_GUARDED_BY(mu_) = false;
+  MHD_Connection* connection_ CLAW_GUARDED_BY(mu_) = nullptr;  // null: not (or no longer) sending
+  int fd_ CLAW_GUARDED_BY(mu_) = -1;
+};
+
 struct HttpResponse {
   int status = 200;
   std::string content_type = "application/json";
@@ -59,6 +94,8 @@ struct HttpResponse {
   int file_fd = -1;
   uint64_t file_size = 0;
   std::map<std::string, std::string> headers;
+  // Instead of both: a response that stays open (HttpStream).
+  std::shared_ptr<HttpStream> stream;
 };
 
 class HttpServer {
@@ -106,6 +143,9 @@ class HttpServer {
   // Open connections: their socket and when their current request began
   // (reset after each response), until the whole head has arrived.
   std::map<MHD_Connection*, std::unique_ptr<Tracked>> open_ CLAW_GUARDED_BY(mu_);
+  // Streams being sent: closed (and their connections resumed) before the
+  // daemon stops, as libmicrohttpd requires.
+  std::vector<std::weak_ptr<HttpStream>> streams_ CLAW_GUARDED_BY(mu_);
 };
 
 }  // namespace claw

@@ -79,14 +79,6 @@ bool IsPrivate(const sockaddr* sa) {
   return true;
 }
 
-std::string Iso8601(Time t) {
-  const time_t s = static_cast<time_t>(t.unix_ms() / 1000);
-  std::tm tm{};
-  gmtime_r(&s, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 }  // namespace
 

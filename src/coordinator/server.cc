@@ -190,6 +190,7 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(ServerOption
     ho.max_per_address = static_cast<unsigned>(s->options_.max_connections_per_address);
     ho.header_deadline = std::chrono::duration_cast<std::chrono::seconds>(s->options_.handshake_timeout);
     if (ho.header_deadline.count() < 1) ho.header_deadline = std::chrono::seconds(1);
+    ho.dashboard = s->options_.dashboard;
     auto http = HttpApi::Start(s->coordinator_.get(), ho, log);
     if (!http.ok()) return http.status();
     s->http_ = std::move(http).value();

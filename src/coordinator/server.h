@@ -18,6 +18,7 @@
 #include "common/mutex.h"
 #include "coordinator/blob_service.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/dashboard_feed.h"
 #include "coordinator/grpc_services.h"
 #include "coordinator/http_api.h"
 #include "coordinator/tcp_listener.h"
@@ -48,6 +49,9 @@ struct ServerOptions {
   std::vector<std::string> tls_names;
   Duration enroll_token_ttl = std::chrono::hours(24);
   Duration tick = std::chrono::milliseconds(50);
+  // The dashboard: how often its pages update, how often the network's
+  // numbers are recorded, and how long they are kept.
+  DashboardFeed::Options dashboard;
   SqliteOptions sqlite;
   CoordinatorOptions coordinator;
 };

@@ -341,6 +341,19 @@ class Scheduler {
     size_t idle = 0;     // connected, holding none
   };
   AgentCounts CountAgents() const;
+  // One agent as the dashboard shows it: what it holds and, when it holds
+  // nothing while connected and asking, why no task goes to it.
+  struct AgentWork {
+    bool known = false;
+    bool connected = false;
+    uint32_t demand = 0;       // slots it asked for and has not been sent
+    size_t leases = 0;         // tasks it holds now
+    std::vector<JobId> jobs;   // of those tasks (distinct, at most 8)
+    std::string why_no_work;   // empty: it holds work, or would get it at the next dispatch
+  };
+  // `explain`: fill why_no_work (looks at up to 200 queued jobs).
+  AgentWork WorkOf(const AgentId& agent, bool explain = true) const;
+  size_t running_jobs() const;
   size_t pending_tasks() const { return pending_total_; }
   size_t active_leases() const { return leases_.size(); }
   size_t connected_agents() const;

@@ -138,6 +138,82 @@ void Scheduler::CheckTieWaits(Time now) {
   }
 }
 
+size_t Scheduler::running_jobs() const {
+  size_t n = 0;
+  for (const Job* j : job_order_) n += j->record.state == JobState::kRunning ? 1 : 0;
+  return n;
+}
+
+Scheduler::AgentWork Scheduler::WorkOf(const AgentId& id, bool explain) const {
+  AgentWork w;
+  auto it = agents_.find(id);
+  if (it == agents_.end()) return w;
+  const Agent& agent = *it->second;
+  w.known = true;
+  w.connected = agent.connected;
+  w.demand = agent.demand;
+  w.leases = agent.leases.size();
+  for (LeaseId l : agent.leases) {
+    auto lit = leases_.find(l);
+    if (lit == leases_.end() || !lit->second.job) continue;
+    const JobId& job = lit->second.job->record.id;
+    if (std::find(w.jobs.begin(), w.jobs.end(), job) == w.jobs.end() && w.jobs.size() < 8) {
+      w.jobs.push_back(job);
+    }
+  }
+  if (!explain || !agent.connected || w.leases > 0) return w;
+  if (agent.demand == 0) {
+    w.why_no_work = "it asks for no work";
+    return w;
+  }
+  if (runnable_.empty()) {
+    w.why_no_work = "no work queued";
+    return w;
+  }
+  size_t held = 0, cannot = 0, replicas = 0;
+  std::string needs;
+  size_t looked = 0;
+  for (const RunKey& k : runnable_) {
+    if (++looked > 200) break;
+    const Job& job = *k.job;
+    if (held_owners_ > 0) {
+      auto o = owners_.find(job.record.owner);
+      if (o != owners_.end() && !o->second.held.empty()) {
+        ++held;
+        continue;
+      }
+    }
+    if (!RunsNeeds(agent, job)) {
+      ++cannot;
+      if (needs.empty()) {
+        for (const std::string& n : job.needs) needs += (needs.empty() ? "" : ", ") + n;
+      }
+      continue;
+    }
+    bool other = !job.pending.empty();
+    for (uint32_t i : job.pending) {
+      if (!Involves(job.tasks[i], agent)) {
+        other = false;
+        break;
+      }
+    }
+    if (other) {
+      ++replicas;
+      continue;
+    }
+    return w;  // it can take something: the next dispatch sends it
+  }
+  std::string why;
+  auto add = [&](const std::string& part) { why += (why.empty() ? "" : "; ") + part; };
+  if (cannot > 0) add(std::to_string(cannot) + " queued job(s) need apps it does not run (" + needs + ")");
+  if (held > 0) add(std::to_string(held) + " queued job(s) are held (their owners are over quota)");
+  if (replicas > 0) {
+    add(std::to_string(replicas) + " queued job(s) need replicas from other devices (of other owners)");
+  }
+  w.why_no_work = "no queued task it can run: " + why;
+  return w;
+}
+
 std::string Scheduler::WaitingReason(const Job& job) const {
   if (held_owners_ > 0) {
     auto it = owners_.find(job.record.owner);

@@ -184,6 +184,15 @@ struct CreditDay {
   double credit = 0;
 };
 
+// The network at one moment, as the dashboard charts it over time.
+struct HistorySample {
+  Time t;
+  uint32_t working = 0, idle = 0, owner_busy = 0, paused = 0, offline = 0;  // devices
+  double flops = 0;        // FLOP/s of the devices connected and not held back by their owners
+  double tasks_per_s = 0;  // results accepted per second since the sample before
+  uint64_t queue = 0;      // task replicas waiting for a device
+};
+
 // Where a user is told about their jobs and devices (coordinator/notifier.h):
 // kind "webhook" (Standard Webhooks, signed with `secret`) or "slack" (an
 // incoming webhook URL).

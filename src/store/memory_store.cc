@@ -173,6 +173,22 @@ class MemoryStore final : public Store {
     return ledger_checkpoint_;
   }
 
+  Status AddHistory(const HistorySample& sample, Time keep_from) override {
+    MutexLock lock(mu_);
+    std::erase_if(history_, [&](const HistorySample& h) { return h.t < keep_from; });
+    history_.push_back(sample);
+    return Status::Ok();
+  }
+
+  Result<std::vector<HistorySample>> History(Time since) override {
+    MutexLock lock(mu_);
+    std::vector<HistorySample> out;
+    for (const HistorySample& h : history_) {
+      if (h.t >= since) out.push_back(h);
+    }
+    return out;
+  }
+
   Result<int64_t> AddNotifyTarget(const NotifyTarget& t) override {
     MutexLock lock(mu_);
     NotifyTarget copy = t;
@@ -292,6 +308,7 @@ class MemoryStore final : public Store {
   std::map<std::pair<std::string, int32_t>, uint64_t> usage_ CLAW_GUARDED_BY(mu_);
   std::map<int64_t, NotifyTarget> targets_ CLAW_GUARDED_BY(mu_);
   std::string ledger_checkpoint_ CLAW_GUARDED_BY(mu_);
+  std::vector<HistorySample> history_ CLAW_GUARDED_BY(mu_);
   LeaseId next_lease_id_ CLAW_GUARDED_BY(mu_) = 1;
 };
 

@@ -7,7 +7,7 @@
 
 namespace claw::sqlite_schema {
 
-constexpr int kSchemaVersion = 10;
+constexpr int kSchemaVersion = 11;
 
 // Upgrades from each older schema version to the next; index i upgrades from i+1.
 constexpr const char* kMigrations[] = {
@@ -57,6 +57,12 @@ constexpr const char* kMigrations[] = {
     "CREATE TABLE IF NOT EXISTS notify_targets (id INTEGER PRIMARY KEY, user TEXT NOT NULL,"
     "  kind TEXT NOT NULL, url TEXT NOT NULL, secret TEXT NOT NULL, created_us INTEGER NOT NULL);"
     "UPDATE meta SET value = '10' WHERE key = 'schema_version';",
+    // 10 -> 11: the dashboard's history
+    "CREATE TABLE IF NOT EXISTS history (t_us INTEGER PRIMARY KEY, working INTEGER NOT NULL,"
+    "  idle INTEGER NOT NULL, owner_busy INTEGER NOT NULL, paused INTEGER NOT NULL,"
+    "  offline INTEGER NOT NULL, flops REAL NOT NULL, tasks_per_s REAL NOT NULL,"
+    "  queue INTEGER NOT NULL);"
+    "UPDATE meta SET value = '11' WHERE key = 'schema_version';",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion - 1);
 
@@ -108,7 +114,11 @@ CREATE TABLE IF NOT EXISTS usage (
 CREATE TABLE IF NOT EXISTS notify_targets (
   id INTEGER PRIMARY KEY, user TEXT NOT NULL, kind TEXT NOT NULL, url TEXT NOT NULL,
   secret TEXT NOT NULL, created_us INTEGER NOT NULL);
-INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '10');
+CREATE TABLE IF NOT EXISTS history (
+  t_us INTEGER PRIMARY KEY, working INTEGER NOT NULL, idle INTEGER NOT NULL,
+  owner_busy INTEGER NOT NULL, paused INTEGER NOT NULL, offline INTEGER NOT NULL,
+  flops REAL NOT NULL, tasks_per_s REAL NOT NULL, queue INTEGER NOT NULL);
+INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '11');
 INSERT OR IGNORE INTO meta (key, value) VALUES ('next_lease_id', '1');
 )sql";
 

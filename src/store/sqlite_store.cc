@@ -132,6 +132,11 @@ class SqliteStore final : public Store {
         {&put_checkpoint_,
          "INSERT OR REPLACE INTO meta (key, value) VALUES ('ledger_checkpoint', :v)"},
         {&get_checkpoint_, "SELECT value FROM meta WHERE key = 'ledger_checkpoint'"},
+        {&insert_history_,
+         "INSERT OR REPLACE INTO history VALUES (:t, :working, :idle, :busy, :paused, :offline, "
+         ":flops, :tps, :queue)"},
+        {&prune_history_, "DELETE FROM history WHERE t_us < :t"},
+        {&select_history_, "SELECT * FROM history WHERE t_us >= :t ORDER BY t_us"},
         {&insert_target_,
          "INSERT INTO notify_targets (user, kind, url, secret, created_us) "
          "VALUES (:user, :kind, :url, :secret, :created)"},
@@ -365,6 +370,33 @@ class SqliteStore final : public Store {
     MutexLock lock(mu_);
     std::string out = get_checkpoint_.Row() ? get_checkpoint_.Text(0) : "";
     get_checkpoint_.Reset();
+    return out;
+  }
+
+  Status AddHistory(const HistorySample& h, Time keep_from) override {
+    MutexLock lock(mu_);
+    CLAW_RETURN_IF_ERROR(prune_history_.Bind(":t", keep_from.us).Exec());
+    return insert_history_.Bind(":t", h.t.us).Bind(":working", int64_t{h.working})
+        .Bind(":idle", int64_t{h.idle}).Bind(":busy", int64_t{h.owner_busy})
+        .Bind(":paused", int64_t{h.paused}).Bind(":offline", int64_t{h.offline})
+        .Bind(":flops", h.flops).Bind(":tps", h.tasks_per_s)
+        .Bind(":queue", static_cast<int64_t>(h.queue)).Exec();
+  }
+
+  Result<std::vector<HistorySample>> History(Time since) override {
+    MutexLock lock(mu_);
+    std::vector<HistorySample> out;
+    select_history_.Bind(":t", since.us);
+    while (select_history_.Row()) {
+      HistorySample& h = out.emplace_back();
+      h.t.us = select_history_.Int(0);
+      auto n = [&](int col) { return static_cast<uint32_t>(select_history_.Int(col)); };
+      h.working = n(1), h.idle = n(2), h.owner_busy = n(3), h.paused = n(4), h.offline = n(5);
+      h.flops = select_history_.Real(6);
+      h.tasks_per_s = select_history_.Real(7);
+      h.queue = static_cast<uint64_t>(select_history_.Int(8));
+    }
+    select_history_.Reset();
     return out;
   }
 
@@ -649,6 +681,9 @@ class SqliteStore final : public Store {
   Stmt select_rounds_ CLAW_GUARDED_BY(mu_);
   Stmt put_checkpoint_ CLAW_GUARDED_BY(mu_);
   Stmt get_checkpoint_ CLAW_GUARDED_BY(mu_);
+  Stmt insert_history_ CLAW_GUARDED_BY(mu_);
+  Stmt prune_history_ CLAW_GUARDED_BY(mu_);
+  Stmt select_history_ CLAW_GUARDED_BY(mu_);
   Stmt insert_target_ CLAW_GUARDED_BY(mu_);
   Stmt select_targets_ CLAW_GUARDED_BY(mu_);
   Stmt delete_target_ CLAW_GUARDED_BY(mu_);

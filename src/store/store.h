@@ -91,6 +91,12 @@ class Store {
   // never changed or removed; appending an index that exists fails the
   // whole transaction (Internal).
   virtual Result<std::vector<LedgerEntry>> LedgerEntries(uint64_t begin, uint64_t end) = 0;
+
+  // ---- the dashboard's history ----
+  // Adds a sample and removes those older than `keep_from`.
+  virtual Status AddHistory(const HistorySample& sample, Time keep_from) = 0;
+  // Samples taken at or after `since`, oldest first.
+  virtual Result<std::vector<HistorySample>> History(Time since) = 0;
 };
 
 std::unique_ptr<Store> NewMemoryStore();
