@@ -31,6 +31,9 @@ DEBIAN_PACKAGES=(
   # the language model example's pre-training text (examples/lm/corpus.py; its
   # fine-tuning text, the licences of base-files, is on every Debian system)
   fortunes
+  # the dashboard's browser test and benchmark: headless Chromium, driven by
+  # puppeteer-core from npm (tests/browser/package-lock.json)
+  chromium
 )
 # macOS (untested here: no Mac in CI). Differences from Debian: the sandbox is
 # macOS's own sandbox-exec (no bubblewrap); Homebrew's povray carries its
@@ -39,11 +42,15 @@ DEBIAN_PACKAGES=(
 # /usr/share/datasets/fashion-mnist (or CLAW_FASHION_MNIST pointing at them).
 BREW_PACKAGES=(cmake pkg-config grpc protobuf sqlite libsodium nlohmann-json openssl
   libmicrohttpd cpp-httplib cli11 spdlog zstd googletest google-benchmark llvm povray pytorch numpy
-  fortune)
+  fortune node)
 
 case "$(uname -s)" in
   Linux)
     missing=()
+    # Node.js for the browser test: Debian's, unless a node (and its npm) is
+    # already installed some other way.
+    command -v node >/dev/null || missing+=(nodejs)
+    command -v npm >/dev/null || missing+=(npm)
     for p in "${DEBIAN_PACKAGES[@]}"; do
       dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
     done
@@ -80,3 +87,12 @@ case "$(uname -s)" in
   *)
     echo "setup: unsupported system $(uname -s)" >&2; exit 1 ;;
 esac
+
+# puppeteer-core for the dashboard's browser test, exactly as locked (npm's
+# registry; it downloads no browser: the test drives the system's Chromium).
+browser_dir="$(cd "$(dirname "$0")/../tests/browser" && pwd)"
+if ! cmp -s "$browser_dir/package-lock.json" "$browser_dir/node_modules/.package-lock.json.installed" 2>/dev/null; then
+  echo "setup: npm ci in tests/browser"
+  (cd "$browser_dir" && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
+  cp "$browser_dir/package-lock.json" "$browser_dir/node_modules/.package-lock.json.installed"
+fi

@@ -276,5 +276,87 @@ TEST_F(Dashboard, AnOwnerPausesAndResumesTheirDeviceRemotelyAndNobodyElseCan) {
   EXPECT_NE(offline->body.find("offline"), std::string::npos) << offline->body;
 }
 
+// Every page in a real browser, for a known state: alice and bob, each with a
+// device and jobs, one of alice's a sweep with a trial that diverges. The
+// script (tests/browser/dashboard.test.mjs) logs in, checks what each page
+// shows, that a job submitted meanwhile appears without a reload, that each
+// user sees only their own jobs and devices, pauses and resumes alice's
+// device from the Me page, checks a ledger entry's inclusion proof in the
+// browser, and keeps a screenshot of each page in the build directory.
+TEST_F(Dashboard, EveryPageInHeadlessChromium) {
+  CLAW_REQUIRE(NeedProgram("/usr/bin/chromium", "chromium"));
+  CLAW_REQUIRE(NeedFile(std::string(CLAW_SOURCE_DIR) + "/tests/browser/node_modules/puppeteer-core",
+                        "puppeteer-core from npm (scripts/setup.sh runs npm ci in tests/browser)"));
+  CLAW_REQUIRE(NeedFashionMnist());
+  CLAW_REQUIRE(NeedMlBuild());
+  StartCoordinator({"--dashboard-interval", "0.25", "--history-every", "2"}, /*secure=*/true);
+  const std::string alice = AddUser("alice", "researcher");
+  const std::string bob = AddUser("bob", "free");
+  std::string out;
+  std::map<std::string, std::string> tokens = {{"alice", alice}, {"bob", bob}};
+  for (const auto& [name, token] : tokens) {
+    ASSERT_EQ(Claw({"--api-token", token, "enroll-token", "--ttl", "600"}, &out), 0) << out;
+    StartAgent(name == "alice" ? 2 : 1, {}, true, out.substr(0, out.find('\n')));
+  }
+  auto submit = [&](const std::string& token, std::vector<std::string> args) {
+    args.insert(args.begin(), {"--api-token", token, "submit"});
+    args.push_back("--wait");
+    EXPECT_EQ(Claw(args, &out), 0) << out;
+    const size_t at = out.find("j-");
+    return at == std::string::npos ? std::string() : out.substr(at, out.find_first_of(" \n:", at) - at);
+  };
+  std::ofstream(dir_ / "noop.json") << R"({"app":"noop","tasks":8,"name":"many-noops"})";
+  std::ofstream(dir_ / "sweep.json")
+      << R"({"app":"sweep","name":"lr-sweep","params":{"base":{"model":"mlp","width":8,)"
+         R"("train_limit":300,"test_limit":100,"epochs":2},"space":{"lr":[0.01,0.1,10]}}})";
+  const std::string alice_noop = submit(alice, {(dir_ / "noop.json").string()});
+  const std::string sweep = submit(alice, {(dir_ / "sweep.json").string(), "--dataset", FashionMnistDir()});
+  const std::string bob_noop = submit(bob, {(dir_ / "noop.json").string()});
+  ASSERT_FALSE(sweep.empty());
+  httplib::SSLClient api("127.0.0.1", http_port_);
+  api.set_ca_cert_path(ca_file());
+  nlohmann::json users;
+  for (const auto& [name, token] : tokens) {
+    auto r = api.Get("/api/devices", httplib::Headers{{"Authorization", "Bearer " + token}});
+    ASSERT_TRUE(r && r->status == 200);
+    nlohmann::json devices = nlohmann::json::array();
+    const nlohmann::json body = nlohmann::json::parse(r->body);
+    for (const auto& d : body["devices"]) devices.push_back(d["agent_id"]);
+    nlohmann::json jobs = nlohmann::json::array();
+    for (const std::string& j : name == "alice" ? std::vector<std::string>{alice_noop, sweep}
+                                                : std::vector<std::string>{bob_noop}) {
+      jobs.push_back(j);
+    }
+    ASSERT_EQ(devices.size(), 1u) << name << ": " << r->body;
+    users[name] = nlohmann::json::object();
+    users[name]["token"] = token;
+    users[name]["jobs"] = jobs;
+    users[name]["devices"] = devices;
+  }
+  auto ledger = api.Get("/ledger/checkpoint");
+  ASSERT_TRUE(ledger && ledger->status == 200);
+  const std::string screenshots = std::string(CLAW_BUILD_DIR) + "/dashboard-screenshots";
+  std::filesystem::create_directories(screenshots);
+  const nlohmann::json fixture = {
+      {"url", "https://127.0.0.1:" + std::to_string(http_port_)},
+      {"insecure", true},
+      {"screenshots", screenshots},
+      {"users", users},
+      {"sweep_job", sweep},
+      {"live_job_spec", {{"app", "noop"}, {"tasks", 3}, {"name", "live-update"}}}};
+  std::ofstream(dir_ / "fixture.json") << fixture.dump(2);
+  Process browser({"node", std::string(CLAW_SOURCE_DIR) + "/tests/browser/dashboard.test.mjs",
+                   (dir_ / "fixture.json").string()},
+                  (dir_ / "browser.log").string(), "/usr/bin/env");
+  ASSERT_TRUE(browser.Exited(std::chrono::minutes(5))) << browser.Output();
+  const std::string log = browser.Output();
+  std::printf("%s", log.c_str());
+  EXPECT_EQ(browser.exit_code(), 0) << log;
+  EXPECT_EQ(log.find("FAIL"), std::string::npos) << log;
+  for (const char* page : {"network", "jobs", "job", "devices", "me", "ledger"}) {
+    EXPECT_TRUE(std::filesystem::exists(screenshots + "/" + page + ".png")) << page;
+  }
+}
+
 }  // namespace
 }  // namespace claw::testing
