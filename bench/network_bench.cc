@@ -4,6 +4,7 @@
 //   network_bench noop        no-op tasks/s and single-task round trip p50/p99
 //   network_bench books       no-op tasks/s with credit, ledger and quota
 //                             bookkeeping on and off, alternating
+//   network_bench timeline    no-op tasks/s with the dashboard's task timeline on and off
 //   network_bench efficiency  parallel efficiency of ~10 ms and ~1 ms tasks
 //   network_bench large       one 2e9-path Monte Carlo job in 1,000 tasks
 //   network_bench idle        CPU of a connected, idle network
@@ -49,7 +50,7 @@ namespace {
 
 class LocalNetwork {
  public:
-  explicit LocalNetwork(size_t agents, size_t slots = 1, bool keep_books = true) {
+  explicit LocalNetwork(size_t agents, size_t slots = 1, bool keep_books = true, bool timeline = true) {
     dir_ = std::filesystem::temp_directory_path() / ("claw-bench-" + std::to_string(getpid()));
     std::filesystem::remove_all(dir_);
     ServerOptions so;
@@ -59,6 +60,7 @@ class LocalNetwork {
     so.enroll_tokens = agents;
     so.insecure_local = true;
     so.coordinator.scheduler.keep_books = keep_books;
+    so.coordinator.task_timeline = timeline;
     server_ = std::move(CoordinatorServer::Start(so, &apps_, NullLogger()).value());
     for (size_t i = 0; i < agents; ++i) {
       AgentOptions ao;
@@ -202,6 +204,23 @@ void BenchBooks() {
               "best of 4 each, alternating who goes first; %llu ledger entries for %d tasks + warm-up)\n",
               kTasks / best[0], kTasks / best[1], 100 * (1 - best[0] / best[1]),
               static_cast<unsigned long long>(entries), kTasks);
+}
+
+// What the dashboard's per-task timeline costs the no-op path, as above.
+void BenchTimeline() {
+  constexpr int kTasks = 200'000;
+  const std::string spec = R"({"app":"noop","tasks":)" + std::to_string(kTasks) + "}";
+  double best[2] = {1e9, 1e9};
+  for (int rep = 0; rep < 4; ++rep) {
+    for (int k = 0; k < 2; ++k) {
+      const int on = (k + rep) % 2;
+      LocalNetwork net(2, 1, true, on == 1);
+      best[on] = std::min(best[on], net.RunJob(spec));
+    }
+  }
+  std::printf("noop throughput, task timeline off: %.0f tasks/s; on: %.0f tasks/s (%.1f%% lower; "
+              "best of 4 each, alternating who goes first)\n",
+              kTasks / best[0], kTasks / best[1], 100 * (1 - best[0] / best[1]));
 }
 
 void BenchEfficiency(double task_seconds, int tasks) {
@@ -641,6 +660,7 @@ int main(int argc, char** argv) {
   std::printf("machine: %u hardware threads\n", std::thread::hardware_concurrency());
   if (what == "noop" || what == "all") claw::BenchNoop();
   if (what == "books" || what == "all") claw::BenchBooks();
+  if (what == "timeline" || what == "all") claw::BenchTimeline();
   if (what == "efficiency" || what == "all") {
     claw::BenchEfficiency(0.010, 1000);
     claw::BenchEfficiency(0.001, 5000);

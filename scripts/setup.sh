@@ -14,6 +14,7 @@ DEBIAN_PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev
   libsqlite3-dev libsodium-dev nlohmann-json3-dev libmicrohttpd-dev libssl-dev
   libcpp-httplib-dev  # an HTTP client for the tests
+  libcurl4-openssl-dev  # notifications by email (SMTP with STARTTLS)
   libcli11-dev libspdlog-dev libzstd-dev libsystemd-dev
   libgtest-dev libbenchmark-dev
   # the fuzzers (clang with libFuzzer and the sanitizers' runtime)
@@ -26,6 +27,8 @@ DEBIAN_PACKAGES=(
   # include files (examples/render), python3 (the render example's PNG writer,
   # hostile-command tests), curl and sqlite3 (the README's and docs' commands)
   povray povray-includes python3 curl sqlite3
+  # the fake mail server of the email notification test (STARTTLS)
+  python3-aiosmtpd
   # the PyTorch baseline of bench/ (bench/pytorch_fashion.py imports numpy and torch)
   python3-torch python3-numpy
   # the language model example's pre-training text (examples/lm/corpus.py; its
@@ -41,7 +44,7 @@ DEBIAN_PACKAGES=(
 # no Fashion-MNIST, so the ML tests and examples need its four IDX files in
 # /usr/share/datasets/fashion-mnist (or CLAW_FASHION_MNIST pointing at them).
 BREW_PACKAGES=(cmake pkg-config grpc protobuf sqlite libsodium nlohmann-json openssl
-  libmicrohttpd cpp-httplib cli11 spdlog zstd googletest google-benchmark llvm povray pytorch numpy
+  libmicrohttpd curl cpp-httplib cli11 spdlog zstd googletest google-benchmark llvm povray pytorch numpy
   fortune node)
 
 case "$(uname -s)" in

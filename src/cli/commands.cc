@@ -24,6 +24,7 @@
 #include "common/crypto.h"
 #include "common/files.h"
 #include "coordinator/certificates.h"
+#include "coordinator/mailer.h"
 #include "coordinator/server.h"
 
 namespace claw {
@@ -114,6 +115,18 @@ void AddCoordinator(CLI::App& cli) {
   cmd->add_flag("--allow-private-webhooks", opts->coordinator.notify.allow_private,
                 "Let users' notification targets be loopback or private addresses (a test "
                 "setup; by default refused: the coordinator itself, metadata services)");
+  cmd->add_option("--smtp", opts->coordinator.notify.smtp.url,
+                  "SMTP server for users' email notifications: smtp://HOST:587 (STARTTLS, required) "
+                  "or smtps://HOST:465");
+  cmd->add_option("--smtp-from", opts->coordinator.notify.smtp.from, "Sender address of notification mail")
+      ->capture_default_str();
+  cmd->add_option("--smtp-user", opts->coordinator.notify.smtp.user, "SMTP user name (AUTH, over TLS only)");
+  auto smtp_password_file = std::make_shared<std::string>();
+  cmd->add_option("--smtp-password-file", *smtp_password_file, "File holding the SMTP password")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--smtp-ca", opts->coordinator.notify.smtp.ca_file,
+                  "PEM file of the CA that signs the SMTP server's certificate (default: the system's)")
+      ->check(CLI::ExistingFile);
   cmd->add_flag("--insecure-local", opts->insecure_local,
                 "No TLS and no API tokens: every client call is the local user (loopback only)");
   cmd->add_option("--tls-name", opts->tls_names,
@@ -182,8 +195,21 @@ void AddCoordinator(CLI::App& cli) {
   init->fallthrough();
   stop->fallthrough();
   cmd->callback([opts, grace_s, handshake_s, min_lease_s, dash_s, sample_s, history_days, init, stop,
-                 detach] {
+                 detach, smtp_password_file] {
     if (init->parsed() || stop->parsed()) return;
+    auto& smtp = opts->coordinator.notify.smtp;
+    if (!smtp.url.empty()) {
+      if (smtp.url.rfind("smtp://", 0) != 0 && smtp.url.rfind("smtps://", 0) != 0) {
+        throw CLI::ValidationError("--smtp", "an smtp:// or smtps:// URL");
+      }
+      if (!CheckMailAddress(smtp.from).ok()) {
+        throw CLI::ValidationError("--smtp-from", "a plain email address is required with --smtp");
+      }
+      if (!smtp_password_file->empty()) {
+        std::ifstream f(*smtp_password_file);
+        std::getline(f, smtp.password);
+      }
+    }
     opts->dashboard.interval = Duration(static_cast<int64_t>(*dash_s * 1e6));
     opts->dashboard.sample_every = Duration(static_cast<int64_t>(*sample_s * 1e6));
     opts->dashboard.retention = Duration(static_cast<int64_t>(*history_days * 86400e6));

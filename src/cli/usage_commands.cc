@@ -96,18 +96,24 @@ void AddUsage(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
   auto remove_id = std::make_shared<int64_t>(0);
   auto* notify = cli.add_subcommand("notify", "Where you are told about your jobs and devices");
   notify->require_subcommand(1);
-  auto* add = notify->add_subcommand("add", "Add a target: a signed webhook or a Slack incoming webhook");
+  auto email = std::make_shared<std::string>();
+  auto* add = notify->add_subcommand(
+      "add", "Add a target: a signed webhook, a Slack incoming webhook, or an email address");
   auto* w = add->add_option("--webhook", *webhook, "A URL that gets Standard Webhooks POSTs");
-  add->add_option("--slack", *slack, "A Slack incoming webhook URL")->excludes(w);
+  auto* sl = add->add_option("--slack", *slack, "A Slack incoming webhook URL")->excludes(w);
+  add->add_option("--email", *email,
+                  "An email address (sent through the coordinator's SMTP server, over STARTTLS)")
+      ->excludes(w)
+      ->excludes(sl);
   add->callback([=] {
-    if (webhook->empty() == slack->empty()) {
-      throw CLI::RuntimeError(Fail(InvalidArgument("one of --webhook URL or --slack URL")));
+    const int given = !webhook->empty() + !slack->empty() + !email->empty();
+    if (given != 1) {
+      throw CLI::RuntimeError(Fail(InvalidArgument("one of --webhook URL, --slack URL or --email ADDRESS")));
     }
     HttpApiClient api(*target);
-    auto r = api.Post("/api/notifications",
-                      nlohmann::json{{"kind", webhook->empty() ? "slack" : "webhook"},
-                                     {"url", webhook->empty() ? *slack : *webhook}}
-                          .dump());
+    const char* kind = !webhook->empty() ? "webhook" : !slack->empty() ? "slack" : "email";
+    const std::string url = !webhook->empty() ? *webhook : !slack->empty() ? *slack : "mailto:" + *email;
+    auto r = api.Post("/api/notifications", nlohmann::json{{"kind", kind}, {"url", url}}.dump());
     if (!r.ok()) throw CLI::RuntimeError(Fail(r.status()));
     auto j = nlohmann::json::parse(*r, nullptr, false);
     std::printf("target %lld: %s %s\n", static_cast<long long>(j.value("id", 0)),

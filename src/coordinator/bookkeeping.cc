@@ -189,6 +189,7 @@ bool Coordinator::ApplyBatch(StoreBatch& batch, Time now) {
     options_.on_store_failure(st);
     return false;
   }
+  if (!options_.task_timeline) return true;
   for (const LeaseRecord& l : batch.leases_granted) timeline_.Granted(l.id, l.job, l.index, l.agent, now);
   for (LeaseId l : batch.leases_ended) timeline_.Ended(l, now);
   for (const VerdictUpdate& v : batch.verdicts) {

@@ -54,6 +54,9 @@ struct CoordinatorOptions {
   const BlobDir* blobs = nullptr;
   uint64_t max_blob_bytes = 4ULL << 30;
   SchedulerOptions scheduler;
+  // Keep the dashboard's per-task timeline (TaskTimeline). Off only to
+  // measure what it costs (bench/network_bench timeline).
+  bool task_timeline = true;
   Duration heartbeat = std::chrono::seconds(5);  // told to agents
   uint32_t max_batch = 256;                      // results per message, told to agents
   // Limits on what one agent message may carry.

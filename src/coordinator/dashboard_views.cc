@@ -203,7 +203,14 @@ Result<nlohmann::json> Coordinator::JobPage(const JobId& id, const UserRecord& c
     MutexLock lock(mu_);
     size_t dropped = 0;
     nlohmann::json spans = nlohmann::json::array();
-    for (const TaskTimeline::Span& s : timeline_.Of(id, &dropped)) {
+    // The page shows the latest spans: a job's first thousand tasks are
+    // history once it is far past them, and each update carries them all.
+    constexpr size_t kShown = 1000;
+    std::vector<TaskTimeline::Span> all = timeline_.Of(id, &dropped);
+    const size_t skip = all.size() > kShown ? all.size() - kShown : 0;
+    dropped += skip;
+    for (size_t i = skip; i < all.size(); ++i) {
+      const TaskTimeline::Span& s = all[i];
       auto dev = devices_.find(s.agent);
       spans.push_back({{"task", s.task},
                        {"attempt", s.attempt},
@@ -217,6 +224,7 @@ Result<nlohmann::json> Coordinator::JobPage(const JobId& id, const UserRecord& c
     }
     page["timeline"] = std::move(spans);
     page["timeline_truncated"] = dropped > 0;
+    page["timeline_not_shown"] = dropped;
   }
   page["result"] = nullptr;
   if (info->state() != "running") {

@@ -11,7 +11,7 @@
 //   GET  /api/blobs/{sha256}     -> the blob's bytes (ETag: its hash)
 //   GET  /api/usage              -> this month's node-hours against quota (an admin: every user)
 //   POST /api/users/{name}/tier  body: {"tier": "..."} (admin) -> the user's usage
-//   POST /api/notifications      body: {"kind": "webhook"|"slack", "url": "..."} -> 201 the
+//   POST /api/notifications      body: {"kind": "webhook"|"slack"|"email", "url": "..."} -> 201 the
 //                                target, with its signing secret (shown once)
 //   GET  /api/notifications      -> {"targets": [...]} (the caller's; no secrets)
 //   DELETE /api/notifications/{id}

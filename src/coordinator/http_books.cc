@@ -122,7 +122,8 @@ HttpResponse HttpApi::Notifications(const HttpRequest& req, const std::vector<st
     auto body = nlohmann::json::parse(req.body, nullptr, false);
     if (!body.is_object() || !body.contains("kind") || !body["kind"].is_string() ||
         !body.contains("url") || !body["url"].is_string()) {
-      return Error(InvalidArgument("body: {\"kind\": \"webhook\" or \"slack\", \"url\": \"https://...\"}"));
+      return Error(InvalidArgument(
+          "body: {\"kind\": \"webhook\", \"slack\" or \"email\", \"url\": \"https://...\" or \"mailto:...\"}"));
     }
     auto t = coordinator_->AddNotifyTarget(body["kind"], body["url"], caller);
     if (!t.ok()) return Error(t.status());

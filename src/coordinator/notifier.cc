@@ -150,10 +150,18 @@ Notifier::~Notifier() {
 
 Result<NotifyTarget> Notifier::Add(const std::string& user, const std::string& kind,
                                    const std::string& url) {
-  if (kind != "webhook" && kind != "slack") {
-    return InvalidArgument("kind: webhook or slack, got '" + kind.substr(0, 20) + "'");
+  if (kind != "webhook" && kind != "slack" && kind != "email") {
+    return InvalidArgument("kind: webhook, slack or email, got '" + kind.substr(0, 20) + "'");
   }
-  CLAW_RETURN_IF_ERROR(CheckTargetUrl(url, options_.allow_private));
+  if (kind == "email") {
+    if (options_.smtp.url.empty()) {
+      return FailedPrecondition("this coordinator sends no email: its operator has set no SMTP server (--smtp)");
+    }
+    if (url.rfind("mailto:", 0) != 0) return InvalidArgument("url: an email target is mailto:ADDRESS");
+    CLAW_RETURN_IF_ERROR(CheckMailAddress(url.substr(7)));
+  } else {
+    CLAW_RETURN_IF_ERROR(CheckTargetUrl(url, options_.allow_private));
+  }
   {
     std::lock_guard lock(mu_);
     size_t mine = 0;
@@ -220,6 +228,15 @@ uint64_t Notifier::failed() const {
 }
 
 Status Notifier::Deliver(const Delivery& d) {
+  if (d.target.kind == "email") {
+    std::string text = d.event.text + "\n\n";
+    text += "Event: " + d.event.type + " at " + Iso8601(d.event.at) + "\n";
+    text += "Details: " + d.event.data.dump() + "\n\n";
+    text += "-- \nOpenClaw Compute. You get this because an email target is set for your user\n"
+            "(claw notify list; claw notify remove ID ends it).\n";
+    return SendMail(options_.smtp, d.target.url.substr(7), "[OpenClaw] " + d.event.text, text,
+                    d.event.id + "@openclaw-compute", d.event.at);
+  }
   CLAW_RETURN_IF_ERROR(CheckTargetUrl(d.target.url, options_.allow_private));
   auto u = ParseUrl(d.target.url);
   if (!u.ok()) return u.status();

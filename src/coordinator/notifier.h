@@ -8,6 +8,9 @@
 //            target's whsec_ secret); body {"type", "timestamp", "data"}.
 //   slack    a Slack incoming webhook: {"text", "blocks"}, with &, < and >
 //            escaped as Slack asks.
+//   email    a text message to the address ("mailto:" URL) through the
+//            operator's SMTP server, over STARTTLS (mailer.h); its
+//            Message-ID is the event's id on every retry.
 //
 // Events: job.done, job.failed, job.cancelled, quota.warning, quota.held,
 // device.offline. Delivery is at least once, on a thread of its own:
@@ -40,6 +43,7 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "core/types.h"
+#include "coordinator/mailer.h"
 #include "store/store.h"
 
 namespace claw {
@@ -51,6 +55,7 @@ struct NotifierOptions {
   Duration timeout = std::chrono::seconds(10);
   size_t max_queue = 10'000;
   size_t max_targets_per_user = 10;
+  SmtpOptions smtp;  // url empty: email targets are refused
 };
 
 struct Notification {

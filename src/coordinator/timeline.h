@@ -36,7 +36,7 @@ class TaskTimeline {
     std::string detail;               // a failure's reason
   };
 
-  explicit TaskTimeline(size_t max_jobs = 64, size_t max_spans = 20'000)
+  explicit TaskTimeline(size_t max_jobs = 32, size_t max_spans = 5'000)
       : max_jobs_(max_jobs), max_spans_(max_spans) {}
 
   void Granted(LeaseId lease, const JobId& job, uint32_t task, const AgentId& agent, Time now);

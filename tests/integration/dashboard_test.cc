@@ -203,6 +203,7 @@ TEST_F(Dashboard, TheNetworksHistorySurvivesARestart) {
   }
   std::this_thread::sleep_for(seconds(3));
   coordinator_->Stop();
+  std::filesystem::remove(data() + "/coordinator.json");
   StartCoordinator({"--history-every", "1"});
   SseReader net(http, "/api/stream?page=network");
   ASSERT_TRUE(net.WaitForState([&](const nlohmann::json& s) {

@@ -8,6 +8,7 @@
 
 #include "coordinator/notifier.h"
 #include "tests/integration/harness.h"
+#include "tests/requirements.h"
 
 namespace claw::testing {
 namespace {
@@ -104,6 +105,76 @@ TEST_F(Notify, TargetsInsideTheNetworkAreRefusedByDefault) {
   EXPECT_NE(out.find("--allow-private-webhooks"), std::string::npos) << out;
   ASSERT_EQ(Claw({"--http", http, "notify", "list"}, &out), 0) << out;
   EXPECT_EQ(out, "") << "nothing stored";
+}
+
+// Email: the coordinator's SMTP server (a fake one started here) requires
+// STARTTLS; the first delivery is answered "451 try again" and the retry
+// carries the same Message-ID. A server that offers no STARTTLS gets
+// nothing: the message is never sent in the clear.
+TEST_F(Notify, AJobsEndReachesItsOwnerByEmailOverStartTlsAndNeverInTheClear) {
+  CLAW_REQUIRE(NeedProgram("/usr/bin/python3", "python3"));
+  CLAW_REQUIRE(NeedFile("/usr/lib/python3/dist-packages/aiosmtpd", "python3-aiosmtpd"));
+  std::string out;
+  ASSERT_EQ(Claw({"coordinator", "init", "--data", data()}, &out), 0) << out;  // its CA and certificate
+  const std::filesystem::path mail = dir_ / "mail", clear = dir_ / "clear";
+  std::filesystem::create_directories(mail);
+  std::filesystem::create_directories(clear);
+  const int smtp_port = FreePort(), clear_port = FreePort();
+  const std::string fake = std::string(CLAW_SOURCE_DIR) + "/tests/integration/fake_smtp.py";
+  Process smtp({fake, std::to_string(smtp_port), mail.string(), "--tls", data() + "/server.pem",
+                data() + "/server.key", "--refuse-first"},
+               (dir_ / "smtp.log").string(), "/usr/bin/python3");
+  Process plain({fake, std::to_string(clear_port), clear.string()}, (dir_ / "clear.log").string(),
+                "/usr/bin/python3");
+  ASSERT_TRUE(WaitFor([&] {
+    return smtp.Output().find("ready") != std::string::npos && plain.Output().find("ready") != std::string::npos;
+  }, std::chrono::seconds(20))) << smtp.Output() << plain.Output();
+
+  auto run = [&](int port, const std::string& to) -> std::string {
+    coordinator_.reset();
+    std::filesystem::remove(data() + "/coordinator.json");  // the last one's
+    StartCoordinator({"--smtp", "smtp://127.0.0.1:" + std::to_string(port), "--smtp-from",
+                      "compute@example.org", "--smtp-ca", ca_file()});
+    const std::string http = "http://127.0.0.1:" + std::to_string(http_port_);
+    EXPECT_EQ(Claw({"--http", http, "notify", "add", "--email", to}, &out), 0) << out;
+    if (agents_.empty()) StartAgent();
+    Client client(target());
+    auto id = client.Submit(R"({"app":"noop","tasks":2,"name":"mailed"})");
+    EXPECT_TRUE(id.ok());
+    EXPECT_EQ(WaitForJobEnd(client, *id).state(), "done");
+    return *id;
+  };
+  const std::string job = run(smtp_port, "alice@example.org");
+  ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(mail / "2.json"); }, std::chrono::seconds(30)))
+      << coordinator_->Tail() << smtp.Output();
+  auto refused = nlohmann::json::parse(ReadFile((mail / "refused-1.json").string()));
+  auto got = nlohmann::json::parse(ReadFile((mail / "2.json").string()));
+  EXPECT_EQ(got["from"], "compute@example.org");
+  EXPECT_EQ(got["to"], nlohmann::json::array({"alice@example.org"}));
+  const std::string text = got["data"];
+  EXPECT_NE(text.find("Subject: [OpenClaw] Job " + job + " done"), std::string::npos) << text;
+  auto message_id = [](const std::string& t) {
+    const size_t at = t.find("Message-ID: <");
+    return at == std::string::npos ? std::string() : t.substr(at, t.find('>', at) - at);
+  };
+  EXPECT_FALSE(message_id(text).empty()) << text;
+  EXPECT_EQ(message_id(text), message_id(refused["data"])) << "a retry keeps its Message-ID";
+
+  // No STARTTLS offered: the coordinator gives up rather than send in clear.
+  agents_.clear();
+  run(clear_port, "bob@example.org");
+  ASSERT_TRUE(WaitFor([&] {
+    return coordinator_->Output().find("notification job.done to target") != std::string::npos;
+  }, std::chrono::seconds(30))) << coordinator_->Tail();
+  EXPECT_TRUE(std::filesystem::is_empty(clear)) << "a message went out without TLS";
+  EXPECT_NE(coordinator_->Output().find("STARTTLS"), std::string::npos) << coordinator_->Tail();
+
+  // A malformed address is refused, naming why; nothing is stored.
+  const std::string http = "http://127.0.0.1:" + std::to_string(http_port_);
+  EXPECT_NE(Claw({"--http", http, "notify", "add", "--email", "eve@example.org\r\nBcc: x@y.z"}, &out), 0);
+  EXPECT_NE(out.find("email address"), std::string::npos) << out;
+  smtp.Stop();
+  plain.Stop();
 }
 
 }  // namespace

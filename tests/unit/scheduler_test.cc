@@ -248,6 +248,30 @@ TEST_F(SchedulerTest, AgentsGetOnlyTasksOfAppsTheyCanRun) {
   EXPECT_EQ(DispatchTo("any").size(), 3u);
 }
 
+// The dashboard's "why does this device get no work": nothing queued, a
+// queue of jobs it cannot run (naming the apps), then work.
+TEST_F(SchedulerTest, AnIdleAgentIsToldWhyItGetsNoWork) {
+  sched_.AgentConnected("narrow", 1e9, {}, clock_.Now());
+  sched_.SetAgentApps("narrow", {"echo"});
+  EXPECT_EQ(sched_.WorkOf("narrow").why_no_work, "it asks for no work");
+  sched_.AddDemand("narrow", 2);
+  EXPECT_EQ(sched_.WorkOf("narrow").why_no_work, "no work queued");
+  auto p = ParseAndPlanJob(R"({"app":"list","tasks":3})", apps_);
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(sched_.AddJob("j1", "alice", std::move(p).value(), clock_.Now()).ok());
+  EXPECT_TRUE(DispatchTo("narrow").empty());
+  const Scheduler::AgentWork w = sched_.WorkOf("narrow");
+  EXPECT_NE(w.why_no_work.find("need apps it does not run (list)"), std::string::npos) << w.why_no_work;
+  ASSERT_TRUE(sched_.AddJob("j2", "alice", Plan(apps_, 2), clock_.Now()).ok());
+  EXPECT_EQ(sched_.WorkOf("narrow").why_no_work, "") << "it could take j2's tasks";
+  EXPECT_EQ(DispatchTo("narrow").size(), 2u);
+  const Scheduler::AgentWork busy = sched_.WorkOf("narrow");
+  EXPECT_EQ(busy.leases, 2u);
+  EXPECT_EQ(busy.jobs, std::vector<JobId>{"j2"});
+  EXPECT_FALSE(sched_.WorkOf("nobody").known);
+  EXPECT_EQ(sched_.running_jobs(), 2u);
+}
+
 TEST_F(SchedulerTest, DuplicateAndForeignResultsChangeNothing) {
   ASSERT_TRUE(sched_.AddJob("j1", "alice", Plan(apps_, 2), clock_.Now()).ok());
   sched_.AgentConnected("a1", 1e9, {}, clock_.Now());

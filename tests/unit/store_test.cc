@@ -189,6 +189,29 @@ TEST_P(StoreConformance, BlobOwnersAreRecordedDirectlyAndWithJobResults) {
   EXPECT_TRUE(*store_->IsBlobOwner({"h2", "bob"}));
 }
 
+TEST_P(StoreConformance, HistoryKeepsSamplesInOrderAndDropsThoseOlderThanAsked) {
+  for (int i = 1; i <= 5; ++i) {
+    HistorySample h;
+    h.t = Time{i * 1'000'000};
+    h.working = static_cast<uint32_t>(i);
+    h.flops = i * 1e9;
+    h.tasks_per_s = i / 2.0;
+    h.queue = static_cast<uint64_t>(10 * i);
+    ASSERT_TRUE(store_->AddHistory(h, Time{2'000'000}).ok());  // keeps t >= 2 s
+  }
+  auto all = store_->History(Time{0});
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 4u);
+  EXPECT_EQ(all->front().t.us, 2'000'000);
+  EXPECT_EQ(all->back().working, 5u);
+  EXPECT_DOUBLE_EQ(all->back().flops, 5e9);
+  EXPECT_DOUBLE_EQ(all->back().tasks_per_s, 2.5);
+  EXPECT_EQ(all->back().queue, 50u);
+  auto recent = store_->History(Time{4'000'000});
+  ASSERT_TRUE(recent.ok());
+  EXPECT_EQ(recent->size(), 2u);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     All, StoreConformance,
     ::testing::Values(StoreFactory{"memory", [](const std::string&) { return NewMemoryStore(); }},
