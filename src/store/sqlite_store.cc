@@ -390,8 +390,8 @@ class SqliteStore final : public Store {
     while (select_history_.Row()) {
       HistorySample& h = out.emplace_back();
       h.t.us = select_history_.Int(0);
-      auto n = [&](int col) { return static_cast<uint32_t>(select_history_.Int(col)); };
-      h.working = n(1), h.idle = n(2), h.owner_busy = n(3), h.paused = n(4), h.offline = n(5);
+      uint32_t* counts[] = {&h.working, &h.idle, &h.owner_busy, &h.paused, &h.offline};
+      for (int col = 1; col <= 5; ++col) *counts[col - 1] = static_cast<uint32_t>(select_history_.Int(col));
       h.flops = select_history_.Real(6);
       h.tasks_per_s = select_history_.Real(7);
       h.queue = static_cast<uint64_t>(select_history_.Int(8));
