@@ -2,7 +2,7 @@
 // (sortable, CSV), training curves, the raw result, and "Save report".
 
 import {h, s, table, emptyRow, badge, progressBar, chart, download, PALETTE, DASH, isNum, fmtInt, fmtNum,
-  fmtTime, fmtClock, fmtDur} from './util.js';
+  fmtTime, fmtClock, fmtDur, api} from './util.js';
 import {jobStatus} from './pages.js';
 
 const OUTCOME_COLORS = {valid: '#43a047', done: '#43a047', invalid: '#e53935', failed: '#fb8c00',
@@ -44,6 +44,8 @@ export function mountJob(root, ctx) {
   emptyRow(spans.tbody, 7, 'loading…');
 
   let last = null, lastResult = undefined, lastRounds = undefined, lastSpans = '', tlWidth = 0;
+  // A result too large for the stream (result_omitted) is fetched once.
+  let bigResult = null, fetchingResult = false, lastState = null;
   const expTable = experimentTable(exp, id);
   const curveCharts = curvesSection(curves);
   ctx.dash.experimentCsv = () => expTable.csv();
@@ -56,6 +58,16 @@ export function mountJob(root, ctx) {
   ro.observe(timeline);
 
   function update(st) {
+    lastState = st;
+    if (st.result_omitted && st.job) {
+      if (bigResult === null && !fetchingResult) {
+        fetchingResult = true;
+        api(`/api/jobs/${encodeURIComponent(st.job.job_id)}/results`)
+          .then(r => { bigResult = r.result; if (lastState) update(lastState); })
+          .catch(() => { fetchingResult = false; });
+      }
+      st = {...st, result: bigResult};
+    }
     last = st;
     const j = st.job || {};
     head.replaceChildren(
@@ -76,7 +88,10 @@ export function mountJob(root, ctx) {
       renderTimeline(timeline, spansList, now);
       lastSpans = spansText;
     }
-    timelineNote.textContent = st.timeline_truncated ? 'The timeline is truncated: the coordinator sent the latest spans only.' : '';
+    timelineNote.textContent = st.timeline_truncated
+      ? `The timeline is truncated: ${fmtInt(st.timeline_not_shown || 0)} of this job's leases are not shown` +
+        ' (the coordinator keeps the first 5,000 of a job and sends the latest 1,000 of those).'
+      : '';
     renderSpans(spans.tbody, spansNote, spansList, now);
 
     const resultText = st.result == null ? '' : JSON.stringify(st.result, null, 2);

@@ -157,7 +157,7 @@ export function mountDevices(root) {
         (devs.length ? ': ' + DEVICE_STATES.filter(([k]) => by[k]).map(([k, l]) => `${by[k]} ${l}`).join(', ') : '');
     if (!devs.length) return emptyRow(t.tbody, 14, 'No devices: enroll one with claw agent enroll.');
     t.tbody.replaceChildren(...devs.map(d => h('tr', {'data-device': d.agent_id, class: 'device'},
-      h('td', {class: 'nowrap', title: isNum(d.last_seen_unix_ms) ? `last seen ${fmtTime(d.last_seen_unix_ms)}` : null},
+      h('td', {class: 'nowrap', title: isNum(d.enrolled_unix_ms) ? `enrolled ${fmtTime(d.enrolled_unix_ms)}` : null},
         d.hostname || DASH),
       h('td', {}, shortId(d.agent_id)),
       h('td', {}, d.owner || ''),

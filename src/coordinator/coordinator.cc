@@ -410,7 +410,7 @@ void Coordinator::OnAgentMessage(SessionSink* sink, v1::AgentMessage& msg) {
     std::vector<ResultIn> results;
     results.reserve(msg.results_size());
     for (auto& r : *msg.mutable_results()) {
-      if (options_.task_timeline) timeline_.Reported(r.lease_id(), "done");
+      if (options_.task_timeline) timeline_.Reported(r.lease_id(), agent, "done");
       if (unchecked.count(r.lease_id())) {
         const App* app = sched_.AppOfLease(r.lease_id(), agent);
         // Granted between the check and now: not acknowledged, so the
@@ -429,7 +429,7 @@ void Coordinator::OnAgentMessage(SessionSink* sink, v1::AgentMessage& msg) {
     }
   }
   for (const auto& f : msg.failures()) {
-    if (options_.task_timeline) timeline_.Reported(f.lease_id(), "failed", f.reason());
+    if (options_.task_timeline) timeline_.Reported(f.lease_id(), agent, "failed", f.reason());
     if (sched_.TaskFailed(agent, f.lease_id(), f.reason(), now)) {
       metrics_.task_failures++;
       // The reason is the task's (its stderr, for exec): escaped, one line.
@@ -439,7 +439,7 @@ void Coordinator::OnAgentMessage(SessionSink* sink, v1::AgentMessage& msg) {
     acks.push_back(f.lease_id());
   }
   for (LeaseId l : msg.returned()) {
-    if (options_.task_timeline) timeline_.Reported(l, "returned");
+    if (options_.task_timeline) timeline_.Reported(l, agent, "returned");
     sched_.LeaseReturned(agent, l, now);
     acks.push_back(l);
   }

@@ -254,6 +254,8 @@ class Coordinator : private rounds::RoundHost {
   Result<nlohmann::json> Me(const UserRecord& caller);
   // A job's page: info, timeline, result, rounds.
   Result<nlohmann::json> JobPage(const JobId& id, const UserRecord& caller);
+  // Whether `user` is an admin now (a tier may change while a page is open).
+  bool IsAdmin(const std::string& user);
   // The network's history (the store's), for the dashboard's charts.
   Status AddHistory(const HistorySample& sample, Time keep_from) {
     return store_->AddHistory(sample, keep_from);

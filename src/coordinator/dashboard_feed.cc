@@ -8,6 +8,8 @@
 namespace claw {
 namespace {
 
+constexpr size_t kMaxRows = 2000;  // history rows in one event
+
 nlohmann::json SampleRow(const HistorySample& h) {
   return nlohmann::json::array({h.t.unix_ms(), h.working, h.idle, h.owner_busy, h.paused, h.offline,
                                 h.flops, h.tasks_per_s, h.queue});
@@ -169,9 +171,15 @@ bool DashboardFeed::Send(Sub& s, const Computed& c, Time now) {
     const bool full = !s.sent && s.last_sample_ms == 0;
     {
       MutexLock lock(mu_);
+      // A chart is a few hundred pixels wide: at most kMaxRows samples go
+      // at once (every n-th, and always the newest).
+      size_t n = 0;
+      for (const HistorySample& h : recent_) n += h.t.unix_ms() > s.last_sample_ms ? 1 : 0;
+      const size_t every = (n + kMaxRows - 1) / kMaxRows;
+      size_t i = 0;
       for (const HistorySample& h : recent_) {
         if (h.t.unix_ms() <= s.last_sample_ms) continue;
-        rows.push_back(SampleRow(h));
+        if (++i % every == 0 || i == n) rows.push_back(SampleRow(h));
         newest = h.t.unix_ms();
       }
     }
@@ -187,7 +195,12 @@ bool DashboardFeed::Send(Sub& s, const Computed& c, Time now) {
   s.last_sample_ms = newest;
   s.sent = true;
   s.last_write = now;
-  s.stream->Push(Event("state", EventId(c.hash, newest), data));
+  std::string event = Event("state", EventId(c.hash, newest), data);
+  if (s.first) {  // how long a client waits before reconnecting, with the first event
+    event.insert(0, "retry: 2000\n");
+    s.first = false;
+  }
+  s.stream->Push(event);
   return true;
 }
 
@@ -213,15 +226,25 @@ Result<std::shared_ptr<HttpStream>> DashboardFeed::Open(const std::string& page,
   const HistorySample current = page == "network" ? Current(now) : HistorySample{};
   Computed c = Compute(*sub, current);
   if (!c.status.ok()) return c.status;  // e.g. another user's job: a plain error, no stream
+  {
+    MutexLock lock(mu_);
+    if (subs_.size() >= options_.max_streams) {
+      return ResourceExhausted("too many dashboard streams open (" + std::to_string(subs_.size()) + ")");
+    }
+    const size_t mine = std::count_if(subs_.begin(), subs_.end(), [&](const std::shared_ptr<Sub>& o) {
+      return o->caller.name == caller.name && !o->stream->closed();
+    });
+    if (mine >= options_.max_streams_per_user) {
+      return ResourceExhausted("you have " + std::to_string(mine) +
+                               " dashboard pages open already; close one first");
+    }
+  }
   sub->stream = std::make_shared<HttpStream>(options_.buffer);
-  sub->stream->Push("retry: 2000\n\n");
   sub->last_write = now;
-  Send(*sub, c, now);
+  if (!Send(*sub, c, now)) sub->stream->Push("retry: 2000\n\n");  // resumed: nothing new yet
+  sub->first = false;
   MutexLock lock(mu_);
   if (stop_) return Unavailable("the dashboard feed is stopping");
-  if (subs_.size() >= options_.max_streams) {
-    return ResourceExhausted("too many dashboard streams open (" + std::to_string(subs_.size()) + ")");
-  }
   subs_.push_back(sub);
   return sub->stream;
 }
@@ -249,7 +272,18 @@ void DashboardFeed::Loop() {
     HistorySample current;
     bool have_current = false;
     std::map<std::string, Computed> computed;  // one computation per key this tick
+    std::map<std::string, bool> still_admin;     // a stream keeps an admin's view only while they are one
     for (auto& s : subs) {
+      if (s->caller.tier == kAdminTier && s->caller.name != LocalUser().name) {
+        auto a = still_admin.find(s->caller.name);
+        if (a == still_admin.end()) {
+          a = still_admin.emplace(s->caller.name, coordinator_->IsAdmin(s->caller.name)).first;
+        }
+        if (!a->second) {
+          s->stream->Close();
+          continue;
+        }
+      }
       if (s->page == "network" && !have_current) {
         current = Current(now);
         have_current = true;

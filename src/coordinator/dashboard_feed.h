@@ -41,6 +41,7 @@ class DashboardFeed {
     Duration keepalive = std::chrono::seconds(15);
     size_t buffer = 1 << 20;  // bytes waiting for one client before it is cut
     size_t max_streams = 512;
+    size_t max_streams_per_user = 16;
     Duration sample_every = std::chrono::seconds(10);
     Duration retention = std::chrono::hours(24 * 30);
     Duration chart_window = std::chrono::hours(24);  // history sent to a new page
@@ -72,6 +73,7 @@ class DashboardFeed {
     UserRecord caller;
     size_t last_hash = 0;
     bool sent = false;           // a state has gone out (or the client had it)
+    bool first = true;           // nothing pushed yet
     int64_t last_sample_ms = 0;  // the newest history sample the client has
     Time last_write;
   };

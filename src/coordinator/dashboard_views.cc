@@ -9,7 +9,7 @@
 namespace claw {
 namespace {
 
-bool IsAdmin(const UserRecord& u) { return u.tier == kAdminTier; }
+bool IsAdminUser(const UserRecord& u) { return u.tier == kAdminTier; }
 
 // A device's state and why it gets no work, from what the coordinator knows:
 // its session, what its agent last said of its owner, what it holds.
@@ -105,7 +105,7 @@ Result<nlohmann::json> Coordinator::Devices(const UserRecord& caller) {
   MutexLock lock(mu_);
   nlohmann::json list = nlohmann::json::array();
   for (const v1::AgentInfo& a : *agents) {
-    if (!IsAdmin(caller) && a.owner() != caller.name) continue;
+    if (!IsAdminUser(caller) && a.owner() != caller.name) continue;
     const bool connected = session_of_.count(a.agent_id()) > 0;
     auto st = agent_status_.find(a.agent_id());
     const Scheduler::AgentWork work = sched_.WorkOf(a.agent_id());
@@ -188,7 +188,7 @@ Result<nlohmann::json> Coordinator::Me(const UserRecord& caller) {
   }
   return nlohmann::json{{"user", caller.name},
                         {"tier", caller.tier},
-                        {"admin", IsAdmin(caller)},
+                        {"admin", IsAdminUser(caller)},
                         {"devices", std::move((*devices)["devices"])},
                         {"credit", std::move(credit)},
                         {"credit_days", std::move(credit_days)},
@@ -229,7 +229,15 @@ Result<nlohmann::json> Coordinator::JobPage(const JobId& id, const UserRecord& c
   page["result"] = nullptr;
   if (info->state() != "running") {
     auto r = GetResults(id, caller);
-    if (r.ok() && !r->second.empty()) page["result"] = nlohmann::json::parse(r->second, nullptr, false);
+    // A large result is not sent on every update: the page fetches it once
+    // (GET /api/jobs/{id}/results).
+    constexpr size_t kMaxInline = 512 * 1024;
+    if (r.ok() && r->second.size() > kMaxInline) {
+      page["result_omitted"] = true;
+    } else if (r.ok() && !r->second.empty()) {
+      auto result = nlohmann::json::parse(r->second, nullptr, false);
+      if (!result.is_discarded()) page["result"] = std::move(result);
+    }
   }
   nlohmann::json rounds = nlohmann::json::array();
   const App* app = apps_->Find(info->app());
@@ -248,6 +256,15 @@ Result<nlohmann::json> Coordinator::JobPage(const JobId& id, const UserRecord& c
   return page;
 }
 
+bool Coordinator::IsAdmin(const std::string& user) {
+  auto users = store_->ListUsers();
+  if (!users.ok()) return false;
+  for (const UserRecord& u : *users) {
+    if (u.name == user) return u.tier == kAdminTier;
+  }
+  return false;
+}
+
 Result<nlohmann::json> Coordinator::ControlDevice(const AgentId& agent, const std::string& action,
                                                   const UserRecord& caller) {
   if (action != "pause" && action != "finish" && action != "resume") {
@@ -264,7 +281,7 @@ Result<nlohmann::json> Coordinator::ControlDevice(const AgentId& agent, const st
     } else {
       return NotFound("no device " + EscapeControl(agent.substr(0, 64)));
     }
-    if (owner != caller.name && !IsAdmin(caller)) {
+    if (owner != caller.name && !IsAdminUser(caller)) {
       return PermissionDenied("device " + agent + " is not yours");
     }
     auto s = session_of_.find(agent);

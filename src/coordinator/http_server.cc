@@ -18,7 +18,11 @@ namespace claw {
 bool HttpStream::Push(std::string_view bytes) {
   MutexLock lock(mu_);
   if (closed_) return false;
-  if (buf_.size() - sent_ + bytes.size() > limit_) {
+  // Past the limit with bytes still waiting: the client does not keep up.
+  // (One state larger than the limit still goes to a client that has read
+  // everything before it.)
+  const size_t waiting = buf_.size() - sent_;
+  if (waiting > 0 && waiting + bytes.size() > limit_) {
     // Its client does not read: cut it rather than hold more for it. The
     // shutdown wakes libmicrohttpd, which closes the connection.
     closed_ = true;
@@ -157,14 +161,19 @@ struct HttpCallbacks {
   }
 
   static MHD_Response* NewStreamResponse(MHD_Connection* c, const std::shared_ptr<HttpStream>& stream) {
-    const MHD_ConnectionInfo* info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    {
-      MutexLock lock(stream->mu_);
-      stream->connection_ = c;
-      stream->fd_ = info ? info->connect_fd : -1;
+    auto* holder = new std::shared_ptr<HttpStream>(stream);
+    MHD_Response* r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, &StreamRead,
+                                                        holder, &StreamFree);
+    if (!r) {  // out of memory: the stream never starts
+      delete holder;
+      stream->Close();
+      return nullptr;
     }
-    return MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, &StreamRead,
-                                             new std::shared_ptr<HttpStream>(stream), &StreamFree);
+    const MHD_ConnectionInfo* info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    MutexLock lock(stream->mu_);
+    stream->connection_ = c;
+    stream->fd_ = info ? info->connect_fd : -1;
+    return r;
   }
 
   static MHD_Result Request(void* cls, MHD_Connection* c, const char* url, const char* method,

@@ -2,6 +2,7 @@
 
 #include <curl/curl.h>
 
+#include <cstdint>
 #include <cstring>
 #include <ctime>
 #include <mutex>
@@ -28,11 +29,30 @@ std::string MailDate(Time t) {
   return buf;
 }
 
-// A header's value on one line: whatever could end it or start another goes.
+// A header's value on one line: control characters (line breaks among
+// them: nothing can end the header or start another) become spaces; text
+// that is not ASCII is sent as an RFC 2047 encoded word (UTF-8, base64).
 std::string HeaderText(std::string_view v) {
   std::string out;
-  for (char c : v.substr(0, 200)) out += (c == '\r' || c == '\n') ? ' ' : c;
-  return out;
+  bool ascii = true;
+  for (unsigned char c : v.substr(0, 200)) {
+    if (c < 0x20 || c == 0x7f) c = ' ';
+    ascii = ascii && c < 0x80;
+    out += static_cast<char>(c);
+  }
+  if (ascii) return out;
+  static const char* kB64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string b64;
+  for (size_t i = 0; i < out.size(); i += 3) {
+    uint32_t n = static_cast<unsigned char>(out[i]) << 16;
+    if (i + 1 < out.size()) n |= static_cast<unsigned char>(out[i + 1]) << 8;
+    if (i + 2 < out.size()) n |= static_cast<unsigned char>(out[i + 2]);
+    b64 += kB64[(n >> 18) & 63];
+    b64 += kB64[(n >> 12) & 63];
+    b64 += i + 1 < out.size() ? kB64[(n >> 6) & 63] : '=';
+    b64 += i + 2 < out.size() ? kB64[n & 63] : '=';
+  }
+  return "=?UTF-8?B?" + b64 + "?=";
 }
 
 struct Body {
@@ -75,10 +95,18 @@ Status SendMail(const SmtpOptions& smtp, const std::string& to, const std::strin
               "\r\nMessage-ID: <" + HeaderText(message_id) + ">\r\nSubject: " + HeaderText(subject) +
               "\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n"
               "Content-Transfer-Encoding: 8bit\r\nAuto-Submitted: auto-generated\r\n\r\n";
-  // Lines end in CRLF; curl dot-stuffs lines that start with a dot.
+  // Lines end in CRLF and stay under SMTP's 998 octets (longer ones are
+  // broken); curl dot-stuffs lines that start with a dot.
+  size_t line = 0;
   for (char c : text) {
-    if (c == '\n') body.data += "\r\n";
-    else if (c != '\r') body.data += c;
+    if (c == '\n' || line >= 900) {
+      body.data += "\r\n";
+      line = 0;
+      if (c == '\n') continue;
+    }
+    if (c == '\r') continue;
+    body.data += c;
+    ++line;
   }
   body.data += "\r\n";
   CURL* curl = curl_easy_init();

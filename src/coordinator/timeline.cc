@@ -1,5 +1,7 @@
 #include "coordinator/timeline.h"
 
+#include <algorithm>
+
 namespace claw {
 
 void TaskTimeline::Granted(LeaseId lease, const JobId& job, uint32_t task, const AgentId& agent,
@@ -7,14 +9,18 @@ void TaskTimeline::Granted(LeaseId lease, const JobId& job, uint32_t task, const
   auto it = jobs_.find(job);
   if (it == jobs_.end()) {
     if (jobs_.size() >= max_jobs_) {
-      // Forget the oldest job (and its leases still open).
-      JobSpans* gone = &jobs_.begin()->second;
+      // Forget the job whose last grant is the oldest (and its open leases).
+      auto least = std::min_element(jobs_.begin(), jobs_.end(), [](const auto& a, const auto& b) {
+        return a.second.touched < b.second.touched;
+      });
+      JobSpans* gone = &least->second;
       std::erase_if(open_, [gone](const auto& kv) { return kv.second.job == gone; });
-      jobs_.erase(jobs_.begin());
+      jobs_.erase(least);
     }
     it = jobs_.emplace(job, JobSpans{}).first;
   }
   JobSpans& js = it->second;
+  js.touched = ++grants_;
   if (js.spans.size() >= max_spans_) {
     ++js.dropped;
     return;
@@ -36,8 +42,9 @@ TaskTimeline::Span* TaskTimeline::Find(LeaseId lease) {
   return it == open_.end() ? nullptr : &it->second.job->spans[it->second.span];
 }
 
-void TaskTimeline::Reported(LeaseId lease, std::string_view outcome, std::string_view detail) {
-  if (Span* s = Find(lease)) {
+void TaskTimeline::Reported(LeaseId lease, const AgentId& agent, std::string_view outcome,
+                            std::string_view detail) {
+  if (Span* s = Find(lease); s && s->agent == agent) {
     s->outcome = outcome;
     s->detail = detail.substr(0, 512);
   }

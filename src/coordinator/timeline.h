@@ -40,9 +40,10 @@ class TaskTimeline {
       : max_jobs_(max_jobs), max_spans_(max_spans) {}
 
   void Granted(LeaseId lease, const JobId& job, uint32_t task, const AgentId& agent, Time now);
-  // What the agent said of the lease (before it ends): "done", "failed"
-  // (with its reason), "returned".
-  void Reported(LeaseId lease, std::string_view outcome, std::string_view detail = {});
+  // What `agent` said of its lease (before it ends): "done", "failed" (with
+  // its reason), "returned". A lease that is not the agent's is ignored.
+  void Reported(LeaseId lease, const AgentId& agent, std::string_view outcome,
+                std::string_view detail = {});
   void Ended(LeaseId lease, Time now);
   // A vote's verdict on the agent's result for the task.
   void Judged(const JobId& job, uint32_t task, const AgentId& agent, bool valid);
@@ -53,6 +54,7 @@ class TaskTimeline {
 
  private:
   struct JobSpans {
+    uint64_t touched = 0;  // when a lease of it was last granted (a counter): the least recent goes first
     std::vector<Span> spans;
     std::unordered_map<uint32_t, std::vector<uint32_t>> by_task;  // task -> span indexes
     size_t dropped = 0;
@@ -64,7 +66,8 @@ class TaskTimeline {
   Span* Find(LeaseId lease);
 
   size_t max_jobs_, max_spans_;
-  std::map<JobId, JobSpans> jobs_;            // job ids sort by submission: the first is the oldest
+  uint64_t grants_ = 0;
+  std::map<JobId, JobSpans> jobs_;
   std::unordered_map<LeaseId, Where> open_;   // leases granted, not yet ended
 };
 

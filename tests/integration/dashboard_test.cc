@@ -252,7 +252,14 @@ TEST_F(Dashboard, AnOwnerPausesAndResumesTheirDeviceRemotelyAndNobodyElseCan) {
     if (!r || r->status != 200) return "";
     return nlohmann::json::parse(r->body)["devices"][0]["state"];
   };
-  EXPECT_EQ(state_of() == "paused", false);
+  ASSERT_EQ(state_of(), "idle") << "before anyone pauses it";
+  // A page of a job that is not yours is an error, not a stream.
+  auto job = api.Post("/api/jobs", as(alice), R"({"app":"noop","tasks":1})", "application/json");
+  ASSERT_TRUE(job && job->status == 201) << (job ? job->body : "");
+  const std::string job_id = nlohmann::json::parse(job->body)["job_id"];
+  auto peek = api.Get("/api/stream?page=job&job=" + job_id, as(bob));
+  ASSERT_TRUE(peek);
+  EXPECT_EQ(peek->status, 404) << peek->body;
   // Alice pauses it from the dashboard: the agent itself says so.
   auto paused = api.Post("/api/devices/" + device + "/control", as(alice), R"({"action":"pause"})",
                          "application/json");
