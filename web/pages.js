@@ -14,6 +14,9 @@ const HISTORY_COLUMNS = ['t', 'working', 'idle', 'owner_busy', 'paused', 'offlin
 const MAX_SAMPLES = 50000;
 
 const fixed1 = v => (isNum(v) ? v.toLocaleString('en-US', {maximumFractionDigits: 1}) : DASH);
+// Credit: small amounts (a new device's first results) keep their digits.
+const credit = v => (!isNum(v) ? DASH : v !== 0 && Math.abs(v) < 10
+  ? v.toLocaleString('en-US', {maximumSignificantDigits: 3}) : fixed1(v));
 const jobLink = id => h('a', {href: '#/jobs/' + encodeURIComponent(id)}, id);
 
 // ---- Network ----------------------------------------------------------------
@@ -172,7 +175,7 @@ export function mountDevices(root) {
         fmtPct(d.success_rate)),
       h('td', {}, `${fmtPct(d.error_rate)} errors`,
         d.on_probation ? h('span', {class: 'badge probation', title: 'its results are checked more'}, 'probation') : null),
-      h('td', {class: 'num', title: `recent average ${fixed1(d.rac)} / day`}, fixed1(d.credit)),
+      h('td', {class: 'num', title: `recent average ${credit(d.rac)} / day`}, credit(d.credit)),
       h('td', {class: 'why'}, d.why || ''))));
   }
   return {update, destroy() {}};
@@ -205,8 +208,8 @@ export function mountMe(root, ctx) {
     const quota = isNum(u.quota_node_hours) ? fixed1(u.quota_node_hours) : 'unlimited';
     const returned = isNum(c.returned) ? c.returned : c.results;
     cards.replaceChildren(
-      card('total credit', fixed1(c.total), 'cobblestones', 'credit-total'),
-      card('recent average credit', fixed1(c.rac), 'per day'),
+      card('total credit', credit(c.total), 'cobblestones', 'credit-total'),
+      card('recent average credit', credit(c.rac), 'per day'),
       card('rank', isNum(c.rank) ? `${c.rank} of ${c.users ?? '?'}` : DASH, 'by total credit'),
       card('percentile', isNum(c.percentile) ? fixed1(c.percentile) : DASH, 'share of users you are ahead of'),
       card('results', `${fmtInt(returned)} returned`, `${fmtInt(c.validated)} validated`),
@@ -229,7 +232,7 @@ export function mountMe(root, ctx) {
         stateCell(d),
         h('td', {class: 'why'}, d.why || ''),
         runningCell(d),
-        h('td', {class: 'num'}, fixed1(d.credit)),
+        h('td', {class: 'num'}, credit(d.credit)),
         h('td', {class: 'actions'}, button('pause', 'Pause'), button('finish', 'Finish then pause'),
           button('resume', 'Resume'),
           notes.has(id) ? h('div', {class: 'muted small note'}, notes.get(id)) : null,

@@ -166,6 +166,11 @@ Result<nlohmann::json> Coordinator::Me(const UserRecord& caller) {
     credit["rank"] = u.rank;
     credit["percentile"] = u.percentile;
     credit["results"] = u.results;
+    // Validated: accepted as valid, by a vote or on a trusted device's word
+    // (and credited); returned: those and the ones that lost a vote.
+    const uint64_t invalid = returned - valid;
+    credit["validated"] = std::max<uint64_t>(valid, u.results);
+    credit["returned"] = std::max<uint64_t>(valid, u.results) + invalid;
   }
   constexpr int kDays = 30;
   auto days = CreditHistory(kDays);
