@@ -159,8 +159,13 @@ Result<nlohmann::json> Coordinator::Me(const UserRecord& caller) {
   const CreditStats stats = BuildCreditStats(CreditAccounts(), ledger_->size());
   nlohmann::json credit = {{"total", 0.0}, {"rac", 0.0},    {"rank", nullptr},     {"users", stats.users.size()},
                            {"percentile", nullptr}, {"results", 0}, {"validated", valid}, {"returned", returned}};
+  // No credit yet: ranked after everyone who has some.
+  credit["rank"] = stats.users.size() + 1;
+  credit["users"] = stats.users.size() + 1;
+  credit["percentile"] = 0.0;
   for (const UserCredit& u : stats.users) {
     if (u.name != caller.name) continue;
+    credit["users"] = stats.users.size();
     credit["total"] = u.total;
     credit["rac"] = u.recent;
     credit["rank"] = u.rank;
