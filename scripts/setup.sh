@@ -101,14 +101,16 @@ if ! cmp -s "$browser_dir/package-lock.json" "$browser_dir/node_modules/.package
   # rest on it: npm ci checks every tarball against the SHA-512 integrity
   # hash committed in package-lock.json. So on a certificate error (and only
   # then) it runs again without checking the certificate, saying so.
-  if ! (cd "$browser_dir" && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error) 2>"$browser_dir/npm-ci.log"; then
+  npm_ci() { (cd "$browser_dir" && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error "$@"); }
+  # The first try gives up at once (no retries), so that a certificate
+  # error is known quickly; any other failure is tried again as usual.
+  if ! npm_ci --fetch-retries=0 2>"$browser_dir/npm-ci.log"; then
     if grep -qE "SELF_SIGNED_CERT|UNABLE_TO_GET_ISSUER_CERT|CERT_UNTRUSTED|UNABLE_TO_VERIFY_LEAF" "$browser_dir/npm-ci.log"; then
       echo "setup: the npm registry's TLS certificate is not trusted here (a re-signing proxy?);" \
            "fetching without checking it: package-lock.json's SHA-512 hashes still check every package"
-      (cd "$browser_dir" && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error --strict-ssl=false)
+      npm_ci --strict-ssl=false
     else
-      cat "$browser_dir/npm-ci.log" >&2
-      exit 1
+      npm_ci
     fi
   fi
   rm -f "$browser_dir/npm-ci.log"
