@@ -2,6 +2,9 @@
 
 #include <arpa/inet.h>
 #include <httplib.h>
+
+#include <algorithm>
+#include <cctype>
 #include <netdb.h>
 #include <sodium.h>
 
@@ -115,15 +118,22 @@ Status CheckTargetUrl(const std::string& url, bool allow_private) {
   auto u = ParseUrl(url);
   if (!u.ok()) return u.status();
   if (allow_private) return Status::Ok();
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (getaddrinfo(u->host.c_str(), nullptr, &hints, &res) != 0 || !res) {
-    return InvalidArgument("url: host " + u->host.substr(0, 100) + " does not resolve");
+  // "localhost" and names under it are loopback by definition (RFC 6761),
+  // whatever this machine's resolver says (or when it has no /etc/hosts).
+  std::string host = u->host;
+  std::transform(host.begin(), host.end(), host.begin(), [](unsigned char c) { return std::tolower(c); });
+  while (!host.empty() && host.back() == '.') host.pop_back();
+  bool bad = host == "localhost" || (host.size() > 10 && host.ends_with(".localhost"));
+  if (!bad) {
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    if (getaddrinfo(u->host.c_str(), nullptr, &hints, &res) != 0 || !res) {
+      return InvalidArgument("url: host " + u->host.substr(0, 100) + " does not resolve");
+    }
+    for (addrinfo* a = res; a; a = a->ai_next) bad = bad || IsPrivate(a->ai_addr);
+    freeaddrinfo(res);
   }
-  bool bad = false;
-  for (addrinfo* a = res; a; a = a->ai_next) bad = bad || IsPrivate(a->ai_addr);
-  freeaddrinfo(res);
   if (bad) {
     return PermissionDenied("url: " + u->host.substr(0, 100) +
                             " is a loopback, private or link-local address (the coordinator "

@@ -34,7 +34,8 @@ TEST(Slack, EscapesWhatItsFormattingReads) {
 }
 
 TEST(NotifyTargets, InsideAddressesAreRefusedUnlessAllowed) {
-  for (const char* url : {"http://127.0.0.1:7451/hook", "http://localhost/x",
+  for (const char* url : {"http://127.0.0.1:7451/hook", "http://localhost/x", "http://LOCALHOST./x",
+                          "http://api.localhost:7451/",
                           "http://169.254.169.254/latest/meta-data/", "https://10.0.0.5/h",
                           "http://192.168.1.1/", "http://[::1]:80/", "http://0.0.0.0/",
                           "http://[::ffff:127.0.0.1]/"}) {
@@ -56,8 +57,11 @@ TEST(NotifyTargets, AreKeptPerUserAndSurviveARestart) {
     auto t = n.Add("ann", "webhook", "https://93.184.216.34/hook");
     ASSERT_TRUE(t.ok()) << t.status().ToString();
     EXPECT_EQ(t->secret.rfind("whsec_", 0), 0u);
-    EXPECT_EQ(n.Add("ann", "email", "https://93.184.216.34/").status().code(),
+    EXPECT_EQ(n.Add("ann", "sms", "https://93.184.216.34/").status().code(),
               StatusCode::kInvalidArgument);
+    EXPECT_EQ(n.Add("ann", "email", "mailto:ann@example.org").status().code(),
+              StatusCode::kFailedPrecondition)
+        << "no SMTP server configured";
     EXPECT_EQ(n.Add("ann", "webhook", "http://127.0.0.1/").status().code(),
               StatusCode::kPermissionDenied);
     EXPECT_EQ(n.Remove(t->id, "bob").code(), StatusCode::kNotFound) << "not bob's";
