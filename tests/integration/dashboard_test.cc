@@ -232,7 +232,12 @@ TEST_F(Dashboard, AnOwnerPausesAndResumesTheirDeviceRemotelyAndNobodyElseCan) {
   auto as = [](const std::string& token) {
     return httplib::Headers{{"Authorization", "Bearer " + token}};
   };
+  // POST /api/devices/{device}/control as `token`.
   std::string device;
+  auto control = [&](const std::string& token, const std::string& action) {
+    return api.Post("/api/devices/" + device + "/control", as(token),
+                    nlohmann::json{{"action", action}}.dump(), "application/json");
+  };
   ASSERT_TRUE(WaitFor([&] {
     auto r = api.Get("/api/devices", as(alice));
     if (!r || r->status != 200) return false;
@@ -245,12 +250,10 @@ TEST_F(Dashboard, AnOwnerPausesAndResumesTheirDeviceRemotelyAndNobodyElseCan) {
   auto bobs = api.Get("/api/devices", as(bob));
   ASSERT_TRUE(bobs);
   EXPECT_EQ(nlohmann::json::parse(bobs->body)["devices"].size(), 0u) << bobs->body;
-  auto refused = api.Post("/api/devices/" + device + "/control", as(bob), R"({"action":"pause"})",
-                          "application/json");
+  auto refused = control(bob, "pause");
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->status, 403) << refused->body;
-  auto bad = api.Post("/api/devices/" + device + "/control", as(alice), R"({"action":"explode"})",
-                      "application/json");
+  auto bad = control(alice, "explode");
   ASSERT_TRUE(bad);
   EXPECT_EQ(bad->status, 400) << bad->body;
   auto state_of = [&]() -> std::string {
@@ -267,15 +270,13 @@ TEST_F(Dashboard, AnOwnerPausesAndResumesTheirDeviceRemotelyAndNobodyElseCan) {
   ASSERT_TRUE(peek);
   EXPECT_EQ(peek->status, 404) << peek->body;
   // Alice pauses it from the dashboard: the agent itself says so.
-  auto paused = api.Post("/api/devices/" + device + "/control", as(alice), R"({"action":"pause"})",
-                         "application/json");
+  auto paused = control(alice, "pause");
   ASSERT_TRUE(paused);
   ASSERT_EQ(paused->status, 200) << paused->body;
   EXPECT_TRUE(WaitFor([&] { return state_of() == "paused"; }, seconds(15))) << state_of();
   ASSERT_EQ(Claw({"agent", "status", "--state", (dir_ / "agent0").string()}, &out), 0) << out;
   EXPECT_NE(out.find("paused"), std::string::npos) << out;
-  auto resumed = api.Post("/api/devices/" + device + "/control", as(alice), R"({"action":"resume"})",
-                          "application/json");
+  auto resumed = control(alice, "resume");
   ASSERT_TRUE(resumed);
   ASSERT_EQ(resumed->status, 200) << resumed->body;
   EXPECT_TRUE(WaitFor([&] { return state_of() == "idle" || state_of() == "working"; }, seconds(15)))
@@ -283,8 +284,7 @@ TEST_F(Dashboard, AnOwnerPausesAndResumesTheirDeviceRemotelyAndNobodyElseCan) {
   // Offline: refused, saying why.
   agents_[0]->Stop();
   ASSERT_TRUE(WaitFor([&] { return state_of() == "offline"; }, seconds(15)));
-  auto offline = api.Post("/api/devices/" + device + "/control", as(alice), R"({"action":"pause"})",
-                          "application/json");
+  auto offline = control(alice, "pause");
   ASSERT_TRUE(offline);
   EXPECT_EQ(offline->status, 409) << offline->body;
   EXPECT_NE(offline->body.find("offline"), std::string::npos) << offline->body;
