@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "common/mutex.h"
+#include "store/sqlite_books.h"
 #include "store/sqlite_schema.h"
 #include "store/sqlite_stmt.h"
 
@@ -123,32 +124,9 @@ class SqliteStore final : public Store {
          "INSERT INTO credit_days (day, agent, owner, credit) VALUES (:day, :agent, :owner, :credit) "
          "ON CONFLICT (day, agent) DO UPDATE SET credit = credit + excluded.credit"},
         {&insert_ledger_, "INSERT INTO ledger (idx, entry) VALUES (:idx, :entry)"},
-        {&select_credits_, "SELECT agent, owner, total, results, rac, rac_time FROM credits"},
-        {&select_credit_days_,
-         "SELECT day, agent, owner, credit FROM credit_days WHERE day >= :from AND day <= :to "
-         "ORDER BY day, agent"},
-        {&select_ledger_,
-         "SELECT idx, entry FROM ledger WHERE idx >= :begin AND idx < :end ORDER BY idx"},
-        {&put_checkpoint_,
-         "INSERT OR REPLACE INTO meta (key, value) VALUES ('ledger_checkpoint', :v)"},
-        {&get_checkpoint_, "SELECT value FROM meta WHERE key = 'ledger_checkpoint'"},
-        {&insert_history_,
-         "INSERT OR REPLACE INTO history VALUES (:t, :working, :idle, :busy, :paused, :offline, "
-         ":flops, :tps, :queue)"},
-        {&prune_history_, "DELETE FROM history WHERE t_us < :t"},
-        {&select_history_, "SELECT * FROM history WHERE t_us >= :t ORDER BY t_us"},
-        {&insert_target_,
-         "INSERT INTO notify_targets (user, kind, url, secret, created_us) "
-         "VALUES (:user, :kind, :url, :secret, :created)"},
-        {&select_targets_,
-         "SELECT id, user, kind, url, secret, created_us FROM notify_targets ORDER BY id"},
-        {&delete_target_, "DELETE FROM notify_targets WHERE id = :id AND user = :user"},
         {&add_usage_,
          "INSERT INTO usage (user, month, node_us) VALUES (:user, :month, :us) "
          "ON CONFLICT (user, month) DO UPDATE SET node_us = node_us + excluded.node_us"},
-        {&select_usage_, "SELECT user, node_us FROM usage WHERE month = :month"},
-        {&select_users_, "SELECT name, tier, token_hash, created_us FROM users ORDER BY name"},
-        {&update_tier_, "UPDATE users SET tier = :tier WHERE name = :name"},
         {&select_rounds_,
          "SELECT round, model, state, residual, update_, info, finished_us FROM rounds "
          "WHERE job = :job ORDER BY round"},
@@ -157,7 +135,7 @@ class SqliteStore final : public Store {
       std::string err = add(*stmt, sql);
       if (!err.empty()) return Internal("sqlite prepare: " + err);
     }
-    return Status::Ok();
+    return books_.Prepare(db_);
   }
 
   Status Apply(const StoreBatch& b) override {
@@ -337,136 +315,67 @@ class SqliteStore final : public Store {
 
   Result<std::map<AgentId, CreditAccount>> CreditAccounts() override {
     MutexLock lock(mu_);
-    std::map<AgentId, CreditAccount> out;
-    while (select_credits_.Row()) {
-      CreditAccount& a = out[select_credits_.Text(0)];
-      a.owner = select_credits_.Text(1);
-      a.total = select_credits_.Real(2);
-      a.results = static_cast<uint64_t>(select_credits_.Int(3));
-      a.recent = RecentAverage{select_credits_.Real(4), select_credits_.Real(5)};
-    }
-    select_credits_.Reset();
-    return out;
+    return books_.CreditAccounts();
   }
 
   Result<std::vector<CreditDay>> CreditDays(int64_t from_day, int64_t to_day) override {
     MutexLock lock(mu_);
-    std::vector<CreditDay> out;
-    select_credit_days_.Bind(":from", from_day).Bind(":to", to_day);
-    while (select_credit_days_.Row()) {
-      out.push_back(CreditDay{select_credit_days_.Int(0), select_credit_days_.Text(1),
-                              select_credit_days_.Text(2), select_credit_days_.Real(3)});
-    }
-    select_credit_days_.Reset();
-    return out;
+    return books_.CreditDays(from_day, to_day);
   }
 
   Status PutLedgerCheckpoint(const std::string& text) override {
     MutexLock lock(mu_);
-    return put_checkpoint_.Bind(":v", text).Exec();
+    return books_.PutLedgerCheckpoint(text);
   }
 
   Result<std::string> LedgerCheckpoint() override {
     MutexLock lock(mu_);
-    std::string out = get_checkpoint_.Row() ? get_checkpoint_.Text(0) : "";
-    get_checkpoint_.Reset();
-    return out;
+    return books_.LedgerCheckpoint();
   }
 
   Status AddHistory(const HistorySample& h, Time keep_from) override {
     MutexLock lock(mu_);
-    CLAW_RETURN_IF_ERROR(prune_history_.Bind(":t", keep_from.us).Exec());
-    return insert_history_.Bind(":t", h.t.us).Bind(":working", int64_t{h.working})
-        .Bind(":idle", int64_t{h.idle}).Bind(":busy", int64_t{h.owner_busy})
-        .Bind(":paused", int64_t{h.paused}).Bind(":offline", int64_t{h.offline})
-        .Bind(":flops", h.flops).Bind(":tps", h.tasks_per_s)
-        .Bind(":queue", static_cast<int64_t>(h.queue)).Exec();
+    return books_.AddHistory(h, keep_from);
   }
 
   Result<std::vector<HistorySample>> History(Time since) override {
     MutexLock lock(mu_);
-    std::vector<HistorySample> out;
-    select_history_.Bind(":t", since.us);
-    while (select_history_.Row()) {
-      HistorySample& h = out.emplace_back();
-      h.t.us = select_history_.Int(0);
-      uint32_t* counts[] = {&h.working, &h.idle, &h.owner_busy, &h.paused, &h.offline};
-      for (int col = 1; col <= 5; ++col) *counts[col - 1] = static_cast<uint32_t>(select_history_.Int(col));
-      h.flops = select_history_.Real(6);
-      h.tasks_per_s = select_history_.Real(7);
-      h.queue = static_cast<uint64_t>(select_history_.Int(8));
-    }
-    select_history_.Reset();
-    return out;
+    return books_.History(since);
   }
 
   Result<int64_t> AddNotifyTarget(const NotifyTarget& t) override {
     MutexLock lock(mu_);
-    CLAW_RETURN_IF_ERROR(insert_target_.Bind(":user", t.user)
-                             .Bind(":kind", t.kind)
-                             .Bind(":url", t.url)
-                             .Bind(":secret", t.secret)
-                             .Bind(":created", t.created.us)
-                             .Exec());
-    return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+    return books_.AddNotifyTarget(t);
   }
 
   Result<std::vector<NotifyTarget>> NotifyTargets() override {
     MutexLock lock(mu_);
-    std::vector<NotifyTarget> out;
-    while (select_targets_.Row()) {
-      out.push_back(NotifyTarget{select_targets_.Int(0), select_targets_.Text(1),
-                                 select_targets_.Text(2), select_targets_.Text(3),
-                                 select_targets_.Text(4), Time{select_targets_.Int(5)}});
-    }
-    select_targets_.Reset();
-    return out;
+    return books_.NotifyTargets();
   }
 
   Status RemoveNotifyTarget(int64_t id, const std::string& user) override {
     MutexLock lock(mu_);
-    CLAW_RETURN_IF_ERROR(delete_target_.Bind(":id", id).Bind(":user", user).Exec());
-    if (sqlite3_changes(db_) != 1) return NotFound("no notification target " + std::to_string(id));
-    return Status::Ok();
+    return books_.RemoveNotifyTarget(id, user);
   }
 
   Result<std::map<std::string, uint64_t>> MonthUsage(int32_t month) override {
     MutexLock lock(mu_);
-    std::map<std::string, uint64_t> out;
-    select_usage_.Bind(":month", int64_t{month});
-    while (select_usage_.Row()) out[select_usage_.Text(0)] = static_cast<uint64_t>(select_usage_.Int(1));
-    select_usage_.Reset();
-    return out;
+    return books_.MonthUsage(month);
   }
 
   Result<std::vector<UserRecord>> ListUsers() override {
     MutexLock lock(mu_);
-    std::vector<UserRecord> out;
-    while (select_users_.Row()) {
-      out.push_back(UserRecord{select_users_.Text(0), select_users_.Text(1), select_users_.Text(2),
-                               Time{select_users_.Int(3)}});
-    }
-    select_users_.Reset();
-    return out;
+    return books_.ListUsers();
   }
 
   Status SetTier(const std::string& user, const std::string& tier) override {
     MutexLock lock(mu_);
-    CLAW_RETURN_IF_ERROR(update_tier_.Bind(":tier", tier).Bind(":name", user).Exec());
-    if (sqlite3_changes(db_) != 1) return NotFound("no user " + user);
-    return Status::Ok();
+    return books_.SetTier(user, tier);
   }
 
   Result<std::vector<LedgerEntry>> LedgerEntries(uint64_t begin, uint64_t end) override {
     MutexLock lock(mu_);
-    std::vector<LedgerEntry> out;
-    select_ledger_.Bind(":begin", static_cast<int64_t>(std::min<uint64_t>(begin, INT64_MAX)))
-        .Bind(":end", static_cast<int64_t>(std::min<uint64_t>(end, INT64_MAX)));
-    while (select_ledger_.Row()) {
-      out.push_back(LedgerEntry{static_cast<uint64_t>(select_ledger_.Int(0)), select_ledger_.Text(1)});
-    }
-    select_ledger_.Reset();
-    return out;
+    return books_.LedgerEntries(begin, end);
   }
 
   Result<std::vector<RoundRecord>> Rounds(const JobId& job) override {
@@ -679,24 +588,11 @@ class SqliteStore final : public Store {
   Stmt select_blob_owner_ CLAW_GUARDED_BY(mu_);
   Stmt insert_round_ CLAW_GUARDED_BY(mu_);
   Stmt select_rounds_ CLAW_GUARDED_BY(mu_);
-  Stmt put_checkpoint_ CLAW_GUARDED_BY(mu_);
-  Stmt get_checkpoint_ CLAW_GUARDED_BY(mu_);
-  Stmt insert_history_ CLAW_GUARDED_BY(mu_);
-  Stmt prune_history_ CLAW_GUARDED_BY(mu_);
-  Stmt select_history_ CLAW_GUARDED_BY(mu_);
-  Stmt insert_target_ CLAW_GUARDED_BY(mu_);
-  Stmt select_targets_ CLAW_GUARDED_BY(mu_);
-  Stmt delete_target_ CLAW_GUARDED_BY(mu_);
+  SqliteBooks books_ CLAW_GUARDED_BY(mu_);
   Stmt add_usage_ CLAW_GUARDED_BY(mu_);
-  Stmt select_usage_ CLAW_GUARDED_BY(mu_);
-  Stmt select_users_ CLAW_GUARDED_BY(mu_);
-  Stmt update_tier_ CLAW_GUARDED_BY(mu_);
   Stmt upsert_credit_ CLAW_GUARDED_BY(mu_);
   Stmt add_credit_day_ CLAW_GUARDED_BY(mu_);
   Stmt insert_ledger_ CLAW_GUARDED_BY(mu_);
-  Stmt select_credits_ CLAW_GUARDED_BY(mu_);
-  Stmt select_credit_days_ CLAW_GUARDED_BY(mu_);
-  Stmt select_ledger_ CLAW_GUARDED_BY(mu_);
 };
 
 Result<int> LockDatabase(const std::string& path) {
