@@ -103,11 +103,7 @@ Verdicts CheckDeltas(const Weights& model, const std::vector<Delta>& deltas, con
   return v;
 }
 
-namespace {
-
-// The deltas at `use` with each device's merged into one, weighted by
-// samples (which add up), in the order of each device's first delta.
-std::vector<Delta> ByDevice(const std::vector<Delta>& deltas, const std::vector<size_t>& use) {
+std::vector<Delta> MergeByDevice(const std::vector<Delta>& deltas, const std::vector<size_t>& use) {
   std::vector<Delta> merged;
   std::unordered_map<std::string_view, size_t> slot;
   for (size_t i : use) {
@@ -132,12 +128,10 @@ std::vector<Delta> ByDevice(const std::vector<Delta>& deltas, const std::vector<
   return merged;
 }
 
-}  // namespace
-
 Weights Combine(const std::vector<Delta>& deltas, const std::vector<size_t>& use, Rule rule,
                 double trim) {
   if (rule != Rule::kMean) {
-    std::vector<Delta> devices = ByDevice(deltas, use);
+    std::vector<Delta> devices = MergeByDevice(deltas, use);
     if (devices.size() < use.size()) {
       std::vector<size_t> all(devices.size());
       for (size_t i = 0; i < all.size(); ++i) all[i] = i;

@@ -55,6 +55,11 @@ struct Verdicts {
 
 Verdicts CheckDeltas(const Weights& model, const std::vector<Delta>& deltas, const CheckSpec& spec);
 
+// The deltas at `use` with each device's merged into one (their mean
+// weighted by samples, which add up), in the order of each device's first
+// delta; a delta with no device is its own.
+std::vector<Delta> MergeByDevice(const std::vector<Delta>& deltas, const std::vector<size_t>& use);
+
 // The deltas at `use` (indexes into `deltas`, in that order; at least one)
 // combined. `trim` is for kTrimmedMean, in [0, 0.5). The deltas must have
 // passed CheckDeltas (finite, with finite sample counts).

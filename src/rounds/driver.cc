@@ -31,6 +31,25 @@ json EvalOf(const json& result) {
           {"count", e.value("count", int64_t{0})}};
 }
 
+// What the stored rounds spent, for the accountant.
+std::vector<RoundSpend> Spends(const std::vector<RoundRecord>& rounds) {
+  std::vector<RoundSpend> out;
+  for (const RoundRecord& r : rounds) {
+    if (auto s = SpendOf(json::parse(r.info_json, nullptr, false))) out.push_back(std::move(*s));
+  }
+  return out;
+}
+
+// ε if the next round runs with every task reporting, its devices any of
+// those seen so far (the worst of them) or a new one.
+double ProjectedEpsilon(const TrainingSpec& t, const std::vector<RoundRecord>& rounds) {
+  std::vector<RoundSpend> spends = Spends(rounds);
+  RoundSpend next{t.SampleRate(), t.privacy.noise, {""}};
+  for (const RoundSpend& s : spends) next.units.insert(next.units.end(), s.units.begin(), s.units.end());
+  spends.push_back(std::move(next));
+  return EpsilonSpent(spends, t.privacy.delta, t.PerDevicePrivacy());
+}
+
 std::string Percent(double x) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f%%", 100 * x);
@@ -172,7 +191,11 @@ bool RoundDriver::StepOne(const JobRecord& job) {
   }
 
   const RoundRecord& last = rounds->back();
-  const bool final = last.round >= t->rounds;
+  bool final = last.round >= t->rounds;
+  if (!final && t->privacy.on && t->privacy.budget > 0 &&
+      ProjectedEpsilon(*t, *rounds) > t->privacy.budget) {
+    final = true;  // the next round could pass the budget: training stops here
+  }
   const uint32_t n = last.round + 1;
   JobId child = final ? job.id + ".eval" : job.id + ".r" + std::to_string(n);
   auto v = host_->Job(child);
@@ -207,6 +230,11 @@ bool RoundDriver::StepOne(const JobRecord& job) {
               std::to_string(info["eval"].value("of_round", 0)) + "'s model), loss " +
               std::to_string(info["eval"].value("loss", 0.0)).substr(0, 6);
     }
+    if (info.is_object() && info.contains("privacy") && info["privacy"].is_object()) {
+      char eps[64];
+      std::snprintf(eps, sizeof eps, " · ε %.3g spent", info["privacy"].value("epsilon", 0.0));
+      line += eps;
+    }
     SetProgress(job.id, {line, last.round, t->rounds}, child);
     return true;
   }
@@ -228,7 +256,7 @@ bool RoundDriver::StepOne(const JobRecord& job) {
     return false;
   }
   if (final) {
-    json result = FinalResult(*rounds, *v);
+    json result = FinalResult(*t, *rounds, *v);
     if (v->record.state != JobState::kDone) {
       result["evaluation_error"] = v->record.error.empty() ? "cancelled" : v->record.error;
     }
@@ -308,7 +336,39 @@ Result<RoundRecord> RoundDriver::Aggregate(const JobRecord& job, const json& par
     return FailedPrecondition("every delta was refused (first: " +
                               verdicts.rejected.front().second + ")");
   }
-  Weights combined = Combine(deltas, verdicts.accepted, t->rule, t->trim);
+  Weights combined;
+  json privacy = nullptr;
+  if (t->privacy.on) {
+    // DP-FedAvg: one unit per device (local data) or per shard.
+    std::vector<Delta> units;
+    std::vector<std::string> devices;
+    if (t->PerDevicePrivacy()) {
+      units = MergeByDevice(deltas, verdicts.accepted);
+      for (const Delta& u : units) devices.push_back(u.device);
+    } else {
+      for (size_t i : verdicts.accepted) units.push_back(std::move(deltas[i]));
+    }
+    PrivateMean dp = PrivateAverage(t->privacy, std::move(units));
+    combined = std::move(dp.mean);
+    const double q = t->PerDevicePrivacy() ? 1.0 : static_cast<double>(dp.units) / t->shards;
+    std::vector<RoundSpend> spends = Spends(rounds);
+    spends.push_back(RoundSpend{q, t->privacy.noise, devices});
+    const bool per_device = t->PerDevicePrivacy();
+    privacy = {{"epsilon", EpsilonSpent(spends, t->privacy.delta, per_device)},
+               {"round_epsilon", EpsilonSpent({spends.back()}, t->privacy.delta, per_device)},
+               {"delta", t->privacy.delta},
+               {"q", q},
+               {"noise_multiplier", t->privacy.noise},
+               {"clip_norm", t->privacy.clip},
+               {"units", dp.units},
+               {"clipped", dp.clipped},
+               {"unit", per_device ? "device" : "shard"},
+               {"noise_added_by", "coordinator"},
+               {"secure_aggregation", false}};
+    if (per_device) privacy["devices"] = devices;
+  } else {
+    combined = Combine(deltas, verdicts.accepted, t->rule, t->trim);
+  }
   // The outer step gives the model it wants; what is published is the
   // previous model plus that change compressed, which every agent rebuilds
   // bit for bit from the update (what compression lost is kept for the
@@ -357,12 +417,14 @@ Result<RoundRecord> RoundDriver::Aggregate(const JobRecord& job, const json& par
     e["of_round"] = last.round;
     info["eval"] = e;
   }
+  if (!privacy.is_null()) info["privacy"] = std::move(privacy);
   rec.info_json = info.dump();
   rec.finished = round_job.record.finished;
   return rec;
 }
 
-json RoundDriver::FinalResult(const std::vector<RoundRecord>& rounds, const JobView& eval) {
+json RoundDriver::FinalResult(const TrainingSpec& t, const std::vector<RoundRecord>& rounds,
+                              const JobView& eval) {
   json curve = json::array(), per_round = json::array();
   uint64_t up = 0, updates = 0, model_bytes = 0;
   for (const RoundRecord& r : rounds) {
@@ -387,6 +449,7 @@ json RoundDriver::FinalResult(const std::vector<RoundRecord>& rounds, const JobV
                          {"bytes_up", info.value("bytes_up", 0)},
                          {"update_bytes", info.value("update_bytes", 0)},
                          {"seconds", info.value("seconds", 0.0)}});
+    if (info.contains("privacy")) per_round.back()["privacy"] = info["privacy"];
   }
   json res = json::parse(eval.record.result_json, nullptr, false);
   const RoundRecord& last = rounds.back();
@@ -416,6 +479,20 @@ json RoundDriver::FinalResult(const std::vector<RoundRecord>& rounds, const JobV
               {"rounds", per_round},
               {"bytes", {{"up", up}, {"updates", updates}, {"model", model_bytes}}}};
   if (!final_eval.is_null()) out["best"] = {{"trial", 0}, {"metric", final_eval["accuracy"]}};
+  if (t.privacy.on) {
+    const std::vector<RoundSpend> spends = Spends(rounds);
+    json p = PrivacyToJson(t.privacy);
+    p["epsilon_spent"] = EpsilonSpent(spends, t.privacy.delta, t.PerDevicePrivacy());
+    p["unit"] = t.PerDevicePrivacy() ? "device" : "shard";
+    p["secure_aggregation"] = false;
+    p["rounds_private"] = spends.size();
+    if (last.round < t.rounds) {
+      p["stopped"] = "after round " + std::to_string(last.round) + " of " +
+                     std::to_string(t.rounds) + ": another round could pass the budget of ε = " +
+                     std::to_string(t.privacy.budget).substr(0, 6);
+    }
+    out["privacy"] = std::move(p);
+  }
   return out;
 }
 

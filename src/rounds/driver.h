@@ -32,6 +32,8 @@
 
 namespace claw::rounds {
 
+struct TrainingSpec;
+
 // What the driver needs of the coordinator.
 class RoundHost {
  public:
@@ -79,7 +81,8 @@ class RoundDriver {
                                 std::vector<AgentId>* liars);
   void End(const JobId& job, JobState state, std::string result, std::string error);
   Result<std::string> PutBlob(const std::string& bytes, const std::string& owner);
-  nlohmann::json FinalResult(const std::vector<RoundRecord>& rounds, const JobView& eval);
+  nlohmann::json FinalResult(const TrainingSpec& t, const std::vector<RoundRecord>& rounds,
+                             const JobView& eval);
   void SetProgress(const JobId& job, Progress progress, std::optional<JobId> current);
 
   RoundHost* host_;

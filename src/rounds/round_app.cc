@@ -374,10 +374,15 @@ Result<std::vector<TaskSpec>> RoundApp::Plan(const JobSpec& spec) const {
   double cost = kind == "train" ? per_sample * t.inner.steps * t.inner.batch : 1e10;
   std::vector<TaskSpec> out;
   out.reserve(tasks);
+  // With privacy, a round's shards are a uniform draw (the accountant's
+  // sampling, rounds/privacy.h); otherwise they take turns.
+  const std::vector<uint64_t> drawn = t.privacy.on && kind == "train" && t.local_dataset.empty()
+                                          ? DrawShards(seed, round, tasks, t.shards)
+                                          : std::vector<uint64_t>{};
   for (uint32_t i = 0; i < tasks; ++i) {
     json task = common;
     task["task"] = i;
-    task["shard"] = (uint64_t{round} * tasks + i) % t.shards;
+    task["shard"] = drawn.empty() ? (uint64_t{round} * tasks + i) % t.shards : drawn[i];
     task["seed"] = Mix(seed, round, i + 1);
     out.push_back({task.dump(), cost});
   }

@@ -83,6 +83,40 @@ Status ParseAggregation(const json& j, TrainingSpec* out) {
   return Status::Ok();
 }
 
+// What differential privacy asks of the rest of the spec.
+Status CheckPrivacy(const TrainingSpec& s) {
+  if (s.rule != Rule::kMean) {
+    return InvalidArgument("params.aggregation.rule: differential privacy needs \"mean\" (its "
+                           "noise is calibrated to one device's share of a sum)");
+  }
+  if (s.check.max_norm > 0 || s.check.norm_factor > 0) {
+    return InvalidArgument("params.aggregation: with differential privacy, clip_norm bounds every "
+                           "delta; max_norm and norm_factor would refuse devices by their data");
+  }
+  if (s.spot_check > 0) {
+    return InvalidArgument("params.spot_check: not with differential privacy (a second agent "
+                           "would train on the same device's data)");
+  }
+  if (!s.PerDevicePrivacy() && s.shards < s.TasksPerRound()) {
+    return InvalidArgument("params.shards: with differential privacy each of a round's " +
+                           std::to_string(s.TasksPerRound()) + " tasks trains on a shard of its "
+                           "own (a simulated device): at least that many shards");
+  }
+  PrivacyPlan plan = PlanPrivacy(s.privacy, s.SampleRate(), s.rounds);
+  if (s.privacy.budget > 0 && plan.rounds_in_budget == 0) {
+    char buf[512];
+    std::snprintf(buf, sizeof buf,
+                  "params.privacy.epsilon: one round already spends ε = %.3g at δ = %g (noise "
+                  "multiplier %g, each %s taking part with probability %.3g), more than the "
+                  "budget of %g: raise noise_multiplier or the budget%s",
+                  plan.first_round_epsilon, s.privacy.delta, s.privacy.noise,
+                  s.PerDevicePrivacy() ? "device" : "shard", s.SampleRate(), s.privacy.budget,
+                  s.PerDevicePrivacy() ? "" : ", or split the data into more shards");
+    return InvalidArgument(buf);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 bool IsDatasetName(std::string_view name) {
@@ -109,7 +143,7 @@ Result<TrainingSpec> ParseTrainingSpec(const json& p) {
       {"model", "width", "layers", "dropout", "init", "dataset", "local_dataset", "split", "shards",
        "train_limit", "test_limit", "rounds", "workers", "overprovision", "quorum", "deadline_s",
        "min_workers", "inner", "outer", "compression", "aggregation", "eval_every", "threads",
-       "spot_check", "script", "data", "memory_mb", "block"}));
+       "spot_check", "script", "data", "memory_mb", "block", "privacy"}));
   TrainingSpec s;
   Reads r;
   const bool script = p.contains("script");
@@ -221,7 +255,16 @@ Result<TrainingSpec> ParseTrainingSpec(const json& p) {
                            std::to_string(s.QuorumTasks()) + " it trims nothing");
   }
   s.check.max_samples = static_cast<double>(s.inner.steps) * s.inner.batch;
+  auto privacy = ParsePrivacy(p);
+  if (!privacy.ok()) return privacy.status();
+  s.privacy = *privacy;
+  if (s.privacy.on) CLAW_RETURN_IF_ERROR(CheckPrivacy(s));
   return s;
+}
+
+double TrainingSpec::SampleRate() const {
+  if (PerDevicePrivacy()) return 1;
+  return std::min(1.0, static_cast<double>(TasksPerRound()) / static_cast<double>(shards));
 }
 
 json TrainingSpec::ToJson() const {
@@ -256,6 +299,7 @@ json TrainingSpec::ToJson() const {
   j["eval_every"] = eval_every;
   j["threads"] = threads;
   j["spot_check"] = spot_check;
+  if (privacy.on) j["privacy"] = PrivacyToJson(privacy);
   return j;
 }
 

@@ -15,7 +15,9 @@
 //    "outer": {"optimizer": "nesterov", "lr": 0.7, "momentum": 0.9},
 //    "compression": "int8",
 //    "aggregation": {"rule": "mean", "trim": 0.1, "max_norm": 0, "norm_factor": 0},
-//    "eval_every": 1, "test_limit": 0, "threads": 1, "spot_check": 0}
+//    "eval_every": 1, "test_limit": 0, "threads": 1, "spot_check": 0,
+//    "privacy": {"clip_norm": 1, "noise_multiplier": 1, "delta": 1e-5,
+//                "epsilon": 8}}                             (rounds/privacy.h)
 //
 // spot_check > 0 runs tasks on two agents and compares what they return
 // (RoundApp::Equivalent): always for an agent without a clean record,
@@ -33,6 +35,7 @@
 
 #include "common/status.h"
 #include "rounds/aggregation.h"
+#include "rounds/privacy.h"
 
 namespace claw::rounds {
 
@@ -71,6 +74,13 @@ struct TrainingSpec {
   uint32_t eval_every = 1;
   uint32_t threads = 1;
   double spot_check = 0;  // 0: every task runs once
+  PrivacySpec privacy;
+
+  // With privacy: whether each device is its own unit, counted without
+  // amplification (a local dataset), and each shard's chance of taking part
+  // in a round at full participation (rounds/privacy.h).
+  bool PerDevicePrivacy() const { return !local_dataset.empty(); }
+  double SampleRate() const;
 
   uint32_t TasksPerRound() const;
   uint32_t QuorumTasks() const;  // ceil(quorum × workers), at most the tasks

@@ -6,9 +6,11 @@
 
 #include <cmath>
 #include <limits>
+#include <set>
 #include <vector>
 
 #include "privacy/accountant.h"
+#include "rounds/privacy.h"
 
 namespace claw::privacy {
 namespace {
@@ -164,3 +166,94 @@ TEST(Accountant, DefaultOrdersGiveDpAccountingsFigures) {
 
 }  // namespace
 }  // namespace claw::privacy
+
+// DP-FedAvg's parts (rounds/privacy.h).
+namespace claw::rounds {
+namespace {
+
+TEST(DpFedAvg, ClippingScalesDownToTheNormAndLeavesSmallerDeltas) {
+  Weights w = {{"a", {2}, {3, 4}}};
+  EXPECT_DOUBLE_EQ(ClipToNorm(&w, 1), 5);
+  EXPECT_NEAR(Norm(w), 1, 1e-6);
+  EXPECT_NEAR(w[0].values[0], 0.6, 1e-6);
+  Weights small = {{"a", {2}, {0.3f, 0.4f}}};
+  ClipToNorm(&small, 1);
+  EXPECT_EQ(small[0].values, (std::vector<float>{0.3f, 0.4f}));
+}
+
+TEST(DpFedAvg, NoiseIsGaussianWithTheStandardDeviationAskedAndNeverRepeats) {
+  const size_t n = 200'000;
+  Weights a = {{"x", {static_cast<int64_t>(n)}, std::vector<float>(n, 0.0f)}}, b = a;
+  AddGaussianNoise(&a, 2.0);
+  AddGaussianNoise(&b, 2.0);
+  double sum = 0, sq = 0, beyond3 = 0;
+  for (float x : a[0].values) {
+    sum += x;
+    sq += double{x} * x;
+    beyond3 += std::abs(x) > 6.0;
+  }
+  const double mean = sum / n, sd = std::sqrt(sq / n - mean * mean);
+  EXPECT_LT(std::abs(mean), 5 * 2.0 / std::sqrt(double(n)));  // 5 standard errors
+  EXPECT_NEAR(sd, 2.0, 0.02);
+  EXPECT_NEAR(beyond3 / n, 0.0027, 0.0008);  // the tails of a normal, not of a uniform
+  EXPECT_NE(a[0].values, b[0].values);       // a fresh key each time
+}
+
+TEST(DpFedAvg, ShardsAreDrawnDistinctUniformAndTheSameAfterARestart) {
+  std::vector<int> seen(20);
+  for (uint32_t round = 0; round < 5000; ++round) {
+    auto drawn = DrawShards(7, round, 5, 20);
+    ASSERT_EQ(drawn.size(), 5u);
+    std::set<uint64_t> distinct(drawn.begin(), drawn.end());
+    EXPECT_EQ(distinct.size(), 5u);
+    for (uint64_t s : drawn) seen.at(s)++;
+  }
+  // Each shard 1,250 times on average (q = 1/4); a binomial's spread is ~31.
+  for (int count : seen) EXPECT_NEAR(count, 1250, 160);
+  EXPECT_EQ(DrawShards(7, 3, 5, 20), DrawShards(7, 3, 5, 20));
+  EXPECT_NE(DrawShards(7, 3, 5, 20), DrawShards(7, 4, 5, 20));
+}
+
+TEST(DpFedAvg, EachDeviceCountsTheRoundsItTookPartInAndTheWorstIsReported) {
+  // Devices without sampling: a device in two rounds has spent two
+  // Gaussian mechanisms, one in a single round one.
+  std::vector<RoundSpend> rounds = {{1, 2.0, {"a", "b"}}, {1, 2.0, {"a"}}};
+  privacy::RdpAccountant two, one;
+  two.Compose(1, 2.0, 2);
+  one.Compose(1, 2.0, 1);
+  EXPECT_DOUBLE_EQ(EpsilonSpent(rounds, 1e-5, true), two.Epsilon(1e-5).epsilon);
+  EXPECT_DOUBLE_EQ(EpsilonSpent({{1, 2.0, {"b"}}}, 1e-5, true), one.Epsilon(1e-5).epsilon);
+  EXPECT_LT(one.Epsilon(1e-5).epsilon, two.Epsilon(1e-5).epsilon);
+  // Shards: the sampled composition at each round's q.
+  privacy::RdpAccountant sampled;
+  sampled.Compose(0.1, 1.0);
+  sampled.Compose(0.05, 1.0);
+  EXPECT_DOUBLE_EQ(EpsilonSpent({{0.1, 1.0, {}}, {0.05, 1.0, {}}}, 1e-5, false),
+                   sampled.Epsilon(1e-5).epsilon);
+}
+
+TEST(DpFedAvg, ThePlanCountsTheRoundsThatFitTheBudget) {
+  PrivacySpec p{true, 1.0, 1.0, 1e-5, 3.0};
+  PrivacyPlan plan = PlanPrivacy(p, 0.01, 10'000);
+  ASSERT_GT(plan.rounds_in_budget, 0u);
+  ASSERT_LT(plan.rounds_in_budget, 10'000u);
+  privacy::RdpAccountant in, over;
+  in.Compose(0.01, 1.0, static_cast<int>(plan.rounds_in_budget));
+  over.Compose(0.01, 1.0, static_cast<int>(plan.rounds_in_budget) + 1);
+  EXPECT_LE(in.Epsilon(1e-5).epsilon, 3.0);
+  EXPECT_GT(over.Epsilon(1e-5).epsilon, 3.0);
+}
+
+TEST(DpFedAvg, ThePrivateAverageIsTheMeanOfClippedDeltasPlusNoise) {
+  PrivacySpec p{true, 1.0, 1e-6, 1e-5, 0};  // noise too small to see
+  std::vector<Delta> units = {{{{"a", {2}, {30, 40}}}, 5, "x"}, {{{"a", {2}, {0.2f, 0}}}, 50, "y"}};
+  PrivateMean m = PrivateAverage(p, units);
+  EXPECT_EQ(m.units, 2u);
+  EXPECT_EQ(m.clipped, 1u);
+  // (0.6 + 0.2) / 2 and (0.8 + 0) / 2: equal weights, not by samples.
+  EXPECT_NEAR(m.mean[0].values[0], 0.4, 1e-4);
+  EXPECT_NEAR(m.mean[0].values[1], 0.4, 1e-4);
+}
+
+}  // namespace
+}  // namespace claw::rounds
