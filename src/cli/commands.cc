@@ -423,6 +423,7 @@ void AddSubmit(CLI::App& cli, std::shared_ptr<ClientConfig> target) {
     Client client = Connect(*target);
     auto id = client.Submit(spec);
     if (!id.ok()) throw CLI::RuntimeError(Fail(id.status()));
+    PrintPrivacyPlan(spec);
     if (!*wait) {
       if (*json) {
         std::printf("%s\n", nlohmann::json{{"job_id", *id}}.dump().c_str());

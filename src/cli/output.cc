@@ -13,6 +13,7 @@
 #include "common/blobs.h"
 #include "common/text.h"
 #include "coordinator/coordinator.h"
+#include "rounds/training_spec.h"
 
 namespace claw {
 
@@ -185,6 +186,22 @@ std::string Cell(const nlohmann::json& o, const char* key, const char* format, d
   return buf;
 }
 
+// What a private training spent, in a line or two.
+void PrintPrivacySpent(const nlohmann::json& p) {
+  std::string budget = p.contains("epsilon") ? ", budget " + Cell(p, "epsilon", "%g") : "";
+  std::printf("  privacy: ε = %s spent at δ = %s over %lld rounds%s (each %s's delta clipped to "
+              "%s, Gaussian noise of %s × that added by the %s; secure aggregation %s)\n",
+              Cell(p, "epsilon_spent", "%.3f").c_str(), Cell(p, "delta", "%g").c_str(),
+              static_cast<long long>(p.value("rounds_private", int64_t{0})), budget.c_str(),
+              OneLine(p.value("unit", "device")).c_str(), Cell(p, "clip_norm", "%g").c_str(),
+              Cell(p, "noise_multiplier", "%g").c_str(),
+              p.value("secure_aggregation", false) ? "devices" : "coordinator",
+              p.value("secure_aggregation", false) ? "on" : "off");
+  if (p.contains("stopped") && p["stopped"].is_string()) {
+    std::printf("  training stopped %s\n", OneLine(p["stopped"].get<std::string>(), 200).c_str());
+  }
+}
+
 // A training job's rounds: the test accuracy and loss of each round's model,
 // who took part, what was refused, and the bytes each way.
 void PrintTraining(const v1::JobInfo& job, const nlohmann::json& r, bool csv) {
@@ -201,13 +218,18 @@ void PrintTraining(const v1::JobInfo& job, const nlohmann::json& r, bool csv) {
     }
   }
   int64_t last = rounds.empty() ? 0 : rounds.rbegin()->first;
-  const char* row = csv ? "%s,%s,%s,%s,%s,%s,%s,%s,%s\n" : "%5s %9s %10s %11s %7s %8s %9s %9s %8s\n";
+  const char* row = csv ? "%s,%s,%s,%s,%s,%s,%s,%s,%s" : "%5s %9s %10s %11s %7s %8s %9s %9s %8s";
+  // With differential privacy, ε spent by the end of each round.
+  const bool dp = r.contains("privacy") && r["privacy"].is_object();
+  const char* eps_cell = csv ? ",%s" : " %8s";
   if (!csv) {
     std::printf("%s: %lld rounds of training on %zu devices\n", job.job_id().c_str(),
                 static_cast<long long>(last), agents.size());
   }
   std::printf(row, "ROUND", "TEST_ACC", "TEST_LOSS", "TRAIN_LOSS", "AGENTS", "REFUSED", "UP_KB",
               "UPDATE_KB", "SECONDS");
+  if (dp) std::printf(eps_cell, "EPSILON");
+  std::printf("\n");
   for (int64_t n = 0; n <= last; ++n) {
     const nlohmann::json e = eval.count(n) ? eval[n] : nlohmann::json();
     const nlohmann::json t = rounds.count(n) ? rounds[n] : nlohmann::json();
@@ -217,8 +239,12 @@ void PrintTraining(const v1::JobInfo& job, const nlohmann::json& r, bool csv) {
                 Cell(e, "loss", "%.4f").c_str(), Cell(t, "train_loss", "%.4f").c_str(), who.c_str(),
                 refused.c_str(), Cell(t, "bytes_up", "%.1f", 1e-3).c_str(),
                 Cell(t, "update_bytes", "%.1f", 1e-3).c_str(), Cell(t, "seconds", "%.2f").c_str());
+    if (dp) std::printf(eps_cell, Cell(t.is_object() ? t.value("privacy", nlohmann::json()) : t,
+                                       "epsilon", "%.3f").c_str());
+    std::printf("\n");
   }
   if (csv) return;
+  if (dp) PrintPrivacySpent(r["privacy"]);
   const nlohmann::json& b = r.value("bytes", nlohmann::json::object());
   std::printf("  bytes: %.1f KB of deltas up, %.1f KB of updates down (a device that holds the "
               "last model fetches only the update); the model is %.1f KB\n",
@@ -440,6 +466,27 @@ Result<size_t> DownloadOutputs(const Client& client, const std::string& result_j
   std::fprintf(stderr, "%zu files, %.1f %s, checked against their SHA-256, in %s\n", files.size(),
                static_cast<double>(bytes) / (small ? 1e3 : 1e6), small ? "KB" : "MB", dir.c_str());
   return files.size();
+}
+
+void PrintPrivacyPlan(const std::string& spec_json) {
+  nlohmann::json spec = nlohmann::json::parse(spec_json, nullptr, false);
+  if (!spec.is_object() || spec.value("app", "") != "fedtrain") return;
+  auto t = rounds::ParseTrainingSpec(spec.value("params", nlohmann::json::object()));
+  if (!t.ok() || !t->privacy.on) return;
+  rounds::PrivacyPlan plan = rounds::PlanPrivacy(t->privacy, t->SampleRate(), t->rounds);
+  std::fprintf(stderr,
+               "privacy: each round spends up to ε = %.3g at δ = %g (%s); all %u rounds: ε = %.3g",
+               plan.first_round_epsilon, t->privacy.delta,
+               (t->PerDevicePrivacy() ? std::string("per device, counting the rounds it takes part in")
+                                      : "each shard in a round with probability " +
+                                            std::to_string(t->SampleRate()).substr(0, 6))
+                   .c_str(),
+               t->rounds, plan.all_rounds_epsilon);
+  if (t->privacy.budget > 0) {
+    std::fprintf(stderr, "; the budget ε = %g allows %u of them", t->privacy.budget,
+                 plan.rounds_in_budget);
+  }
+  std::fprintf(stderr, "\n");
 }
 
 }  // namespace claw

@@ -45,4 +45,8 @@ Result<size_t> DownloadOutputs(const Client& client, const std::string& result_j
 // Watches the job with a progress bar, then prints its result. Exit code.
 int WaitAndPrint(Client& client, const std::string& job_id, bool json);
 
+// For a training job with differential privacy: on stderr, what one round
+// spends and how many rounds fit the budget (nothing for other jobs).
+void PrintPrivacyPlan(const std::string& spec_json);
+
 }  // namespace claw

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "common/crypto.h"
+#include "privacy/accountant.h"
 #include "harness.h"
 #include "tests/requirements.h"
 
@@ -189,6 +190,53 @@ TEST_F(Fedtrain, RoundsGoOnWhenAnAgentVanishes) {
   nlohmann::json r = Result(client, job);
   EXPECT_EQ(r["rounds"].size(), 6u);
   for (const auto& round : r["rounds"]) EXPECT_EQ(round["agents"].size(), 2u) << round.dump();
+}
+
+// Differential privacy over real rounds: an agent killed mid-training, the
+// rounds still close, and each round's ε is what an accountant run on the
+// participation that happened gives (docs/privacy.md).
+TEST_F(Fedtrain, PrivateRoundsSurviveAVanishedAgentAndCountWhatHappened) {
+  CLAW_REQUIRE(NeedFashionMnist());
+  CLAW_REQUIRE(NeedMlBuild());
+  StartCoordinator();
+  StartAgent();
+  StartAgent();
+  Process& doomed = StartAgent();
+  std::string out;
+  // Three tasks a round (two workers, overprovision 1.5) over eight shards.
+  ASSERT_EQ(Claw(Submit(4, {"--dataset", kData, "-p", "overprovision=1.5", "-p", "shards=8", "-p",
+                            R"(privacy={"clip_norm":1,"noise_multiplier":0.8,"epsilon":50})"}),
+                 &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("privacy: each round spends up to ε = "), std::string::npos) << out;
+  EXPECT_NE(out.find("allows 4 of them"), std::string::npos) << out;
+  std::string job = JobIn(out);
+  Client client(target(), seconds(5));
+  ASSERT_TRUE(WaitFor([&] {
+    auto j = client.GetJob(job);
+    return j.ok() && j->tasks_done() >= 2;
+  }, seconds(120)));
+  doomed.Kill(SIGKILL);
+  v1::JobInfo end = WaitForJobEnd(client, job, seconds(240));
+  ASSERT_EQ(end.state(), "done") << end.error();
+  nlohmann::json r = Result(client, job);
+  ASSERT_EQ(r["rounds"].size(), 4u);
+  privacy::RdpAccountant accountant;
+  for (const auto& round : r["rounds"]) {
+    const nlohmann::json& p = round["privacy"];
+    ASSERT_TRUE(p.is_object()) << round.dump();
+    EXPECT_EQ(p["units"], round["agents"].size());
+    EXPECT_GE(p["units"].get<int>(), 2);  // the quorum, even after the kill
+    accountant.Compose(p["units"].get<double>() / 8, 0.8);
+    EXPECT_NEAR(p["epsilon"].get<double>(), accountant.Epsilon(1e-5).epsilon, 1e-9) << p.dump();
+  }
+  EXPECT_NEAR(r["privacy"]["epsilon_spent"].get<double>(), accountant.Epsilon(1e-5).epsilon, 1e-9);
+  // What the user reads.
+  ASSERT_EQ(Claw({"results", job}, &out), 0) << out;
+  EXPECT_NE(out.find("EPSILON"), std::string::npos) << out;
+  EXPECT_NE(out.find("privacy: ε = "), std::string::npos) << out;
+  EXPECT_NE(out.find("secure aggregation off"), std::string::npos) << out;
 }
 
 // split=by_label: shards sorted by label (non-IID). With 10 shards a task
