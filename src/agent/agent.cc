@@ -1,5 +1,7 @@
 #include "agent/agent.h"
 
+#include "agent/secagg_device.h"
+
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -464,6 +466,13 @@ void Agent::Handle(Event& e, Session& s) {
       if (auto f = with_files_.find(o.lease_id); f != with_files_.end()) {
         const App* app = f->second;
         ForgetFiles(o.lease_id);
+        if (o.ok && app->Name() == "fedround") {
+          // A round with secure aggregation: the delta stays here; the
+          // output announces keys instead (docs/privacy.md).
+          if (!secagg_) secagg_ = std::make_unique<SecAggDevice>(blobs_.get());
+          secagg_->Expire(clock_->Now(), std::chrono::minutes(30));
+          o.output = secagg_->Begin(std::move(o.output), clock_->Now());
+        }
         if (o.ok && !app->OutputBlobs(o.output).empty()) {  // upload first
           uploading_.insert(o.lease_id);
           Pin(o.lease_id, app->OutputBlobs(o.output));  // kept until uploaded
@@ -557,6 +566,14 @@ void Agent::Handle(Event& e, Session& s) {
       transfers_.push_back(std::move(staging));
       transfer_cv_.notify_one();
     }
+  }
+  if (m.secagg_size() > 0) {
+    v1::AgentMessage up;
+    for (const auto& down : m.secagg()) {
+      if (!secagg_) break;
+      if (auto reply = secagg_->Handle(down)) *up.add_secagg() = std::move(*reply);
+    }
+    if (up.secagg_size() > 0 && !s.Write(up)) s.ended = true;
   }
   if (m.drain()) withdraw_ = true;
   if (!m.owner_control().empty()) {

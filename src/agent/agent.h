@@ -187,6 +187,7 @@ class Agent {
   AppRegistry apps_;
   std::vector<std::string> runnable_apps_;  // offered to the coordinator (Device)
   std::unique_ptr<BlobDir> blobs_;
+  std::unique_ptr<class SecAggDevice> secagg_;  // rounds this device masks (agent/secagg_device.h)
 
   std::thread transfer_thread_;
   std::condition_variable_any transfer_cv_;

@@ -349,6 +349,7 @@ Status Coordinator::ValidateAgentMessage(const v1::AgentMessage& msg) const {
 }
 
 void Coordinator::OnAgentMessage(SessionSink* sink, v1::AgentMessage& msg) {
+  if (msg.secagg_size() > 0) OnSecAggReplies(sink, msg);
   Status valid = ValidateAgentMessage(msg);
   std::vector<std::pair<LeaseId, std::string>> refused;  // results the app's check refused
   // Results whose lease was unknown (or another agent's) when they were

@@ -283,6 +283,10 @@ class Coordinator : private rounds::RoundHost {
                      std::string error) override;
   void WrongAnswer(const AgentId& agent) override;
   Status GrantBlob(const std::string& hash, const std::string& user) override;
+  Time Now() override { return clock_->Now(); }
+  void SendSecAgg(std::vector<rounds::SecAggSend> sends) override CLAW_EXCLUDES(mu_);
+  // A device's secure aggregation replies, for the round driver.
+  void OnSecAggReplies(SessionSink* sink, const v1::AgentMessage& msg) CLAW_EXCLUDES(mu_);
   void StartDriver();
   void DriverLoop();
   // Wakes the driver when a job it drives or a round of it changed.

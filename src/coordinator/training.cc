@@ -2,6 +2,7 @@
 // (rounds/driver.h) asks of it, and the driver's thread.
 #include "coordinator/coordinator.h"
 
+#include "common/text.h"
 #include "core/job_spec.h"
 
 namespace claw {
@@ -119,6 +120,82 @@ void Coordinator::WrongAnswer(const AgentId& agent) {
   sched_.CountWrongAnswer(agent, now);
   CommitAndNotify(now);
   log_->warn("delta refused agent={}", agent);
+}
+
+void Coordinator::SendSecAgg(std::vector<rounds::SecAggSend> sends) {
+  if (sends.empty()) return;
+  MutexLock lock(mu_);
+  for (rounds::SecAggSend& s : sends) {
+    auto it = session_of_.find(s.agent);
+    if (it == session_of_.end()) continue;  // gone: the round counts it as vanished
+    v1::CoordinatorMessage m;
+    v1::SecAggDown* d = m.add_secagg();
+    d->set_handle(s.handle);
+    d->set_step(static_cast<uint32_t>(s.step));
+    d->set_error(s.error);
+    if (s.roster) {
+      const secagg::Params& p = s.roster->params;
+      d->set_session(s.roster->session);
+      d->set_neighbours(p.neighbours);
+      d->set_threshold(p.threshold);
+      d->set_min_survivors(p.min_survivors);
+      d->set_bits(static_cast<uint32_t>(p.bits));
+      d->set_length(p.length);
+      d->set_levels(secagg::kLevels);
+      if (s.step == 1) {
+        for (const secagg::Advertisement& a : s.roster->members) {
+          v1::SecAggMember* mm = d->add_members();
+          mm->set_id(a.id);
+          mm->set_c_pk(a.c_pk);
+          mm->set_s_pk(a.s_pk);
+          mm->set_commit(a.commit);
+        }
+      }
+    }
+    for (const secagg::SealedShare& sh : s.shares) {
+      v1::SecAggSealed* out = d->add_shares();
+      out->set_from(sh.from);
+      out->set_to(sh.to);
+      out->set_box(sh.box);
+    }
+    for (secagg::DeviceId id : s.masked) d->add_masked(id);
+    it->second->Send(m);
+    metrics_.session_sends++;
+  }
+}
+
+void Coordinator::OnSecAggReplies(SessionSink* sink, const v1::AgentMessage& msg) {
+  AgentId agent;
+  {
+    MutexLock lock(mu_);
+    auto it = sessions_.find(sink);
+    if (it == sessions_.end()) return;
+    agent = it->second.agent;
+  }
+  if (!driver_) return;
+  for (const v1::SecAggUp& up : msg.secagg()) {
+    rounds::SecAggReply r;
+    r.handle = up.handle();
+    r.step = static_cast<int>(up.step());
+    r.error = up.error().substr(0, 512);
+    for (const auto& sh : up.shares()) r.shares.push_back({sh.from(), sh.to(), sh.box()});
+    r.masked = up.masked();
+    for (const auto& rv : up.revealed()) {
+      if (rv.x() == 0 || rv.x() > 255) continue;  // not a share number: the server refuses the rest
+      r.revealed.push_back({rv.owner(), rv.self_mask(),
+                            secagg::Share{static_cast<uint8_t>(rv.x()), rv.y()}});
+    }
+    Status st = driver_->OnSecAgg(agent, r);
+    if (!st.ok()) {
+      log_->warn("secure aggregation reply refused agent={} step={}: {}", agent, r.step,
+                 EscapeControl(st.message()));
+    }
+  }
+  {
+    std::lock_guard lock(driver_mu_);
+    driver_wake_ = true;
+  }
+  driver_cv_.notify_one();
 }
 
 Status Coordinator::GrantBlob(const std::string& hash, const std::string& user) {

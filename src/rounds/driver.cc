@@ -4,6 +4,7 @@
 #include <cinttypes>
 #include <cmath>
 
+#include "common/crypto.h"
 #include "rounds/training_spec.h"
 
 namespace claw::rounds {
@@ -270,7 +271,14 @@ bool RoundDriver::StepOne(const JobRecord& job) {
     return false;
   }
   std::vector<AgentId> liars;
-  auto record = Aggregate(job, params, *rounds, *v, &liars);
+  Result<RoundRecord> record = Internal("no record");
+  if (t->secagg.on) {
+    auto secure = SecureAggregate(job, *t, *rounds, *v);
+    if (!secure) return false;  // the protocol goes on
+    record = std::move(*secure);
+  } else {
+    record = Aggregate(job, params, *rounds, *v, &liars);
+  }
   if (!record.ok()) {
     for (const AgentId& agent : liars) host_->WrongAnswer(agent);
     End(job.id, JobState::kFailed, "",
@@ -299,10 +307,6 @@ Result<RoundRecord> RoundDriver::Aggregate(const JobRecord& job, const json& par
   if (!res.is_object() || !res.contains("reports")) return Internal("the round's result is unreadable");
   auto model = LoadWeights(*blobs_, last.model);
   if (!model.ok()) return Status(model.status().code(), "model: " + model.status().message());
-  auto state = LoadWeights(*blobs_, last.state);
-  auto residual = LoadWeights(*blobs_, last.residual);
-  if (!state.ok() || !residual.ok()) return Internal("the outer optimizer's state is unreadable");
-
   std::vector<Delta> deltas;
   std::vector<json> reporters;  // of deltas[i]
   json rejected = json::array();
@@ -369,33 +373,6 @@ Result<RoundRecord> RoundDriver::Aggregate(const JobRecord& job, const json& par
   } else {
     combined = Combine(deltas, verdicts.accepted, t->rule, t->trim);
   }
-  // The outer step gives the model it wants; what is published is the
-  // previous model plus that change compressed, which every agent rebuilds
-  // bit for bit from the update (what compression lost is kept for the
-  // next round's update: error feedback).
-  Weights wanted = *model;
-  Weights opt_state = std::move(state).value();
-  OuterStep(t->outer, combined, &wanted, &opt_state);
-  AddScaled(&wanted, *model, -1.0f);
-  Weights feedback = std::move(residual).value();
-  std::string update_bytes = tensors::WriteSafetensors(Encode(wanted, t->codec, &feedback));
-  auto update = ReadWeights(update_bytes);
-  if (!update.ok()) return Internal("the update does not decode: " + update.status().message());
-  Weights next = Rebuild(*model, *update);
-  std::string model_bytes = ModelBytes(next);
-
-  RoundRecord rec{job.id, n};
-  auto put = [&](const std::string& bytes, std::string* hash) {
-    auto h = PutBlob(bytes, job.owner);
-    if (!h.ok()) return h.status();
-    *hash = *h;
-    return Status::Ok();
-  };
-  CLAW_RETURN_IF_ERROR(put(model_bytes, &rec.model));
-  CLAW_RETURN_IF_ERROR(put(ModelBytes(opt_state), &rec.state));
-  CLAW_RETURN_IF_ERROR(put(ModelBytes(feedback), &rec.residual));
-  CLAW_RETURN_IF_ERROR(put(update_bytes, &rec.update));
-
   double loss = 0, samples = 0;
   json used = json::array();
   for (size_t i : verdicts.accepted) {
@@ -408,19 +385,185 @@ Result<RoundRecord> RoundDriver::Aggregate(const JobRecord& job, const json& par
                {"reporters", used},
                {"rejected", rejected},
                {"train_loss", samples > 0 ? loss / samples : 0.0},
-               {"bytes_up", bytes_up},
-               {"update_bytes", update_bytes.size()},
-               {"model_bytes", model_bytes.size()},
-               {"seconds", static_cast<double>(round_job.record.finished.us -
-                                               round_job.record.created.us) / 1e6}};
-  if (json e = EvalOf(res); !e.is_null()) {
+               {"bytes_up", bytes_up}};
+  if (!privacy.is_null()) info["privacy"] = std::move(privacy);
+  return Publish(job, *t, last, round_job, *model, combined, std::move(info));
+}
+
+Result<RoundRecord> RoundDriver::Publish(const JobRecord& job, const TrainingSpec& t,
+                                         const RoundRecord& last, const JobView& round_job,
+                                         const Weights& model, const Weights& combined, json info) {
+  auto state = LoadWeights(*blobs_, last.state);
+  auto residual = LoadWeights(*blobs_, last.residual);
+  if (!state.ok() || !residual.ok()) return Internal("the outer optimizer's state is unreadable");
+  // The outer step gives the model it wants; what is published is the
+  // previous model plus that change compressed, which every agent rebuilds
+  // bit for bit from the update (what compression lost is kept for the
+  // next round's update: error feedback).
+  Weights wanted = model;
+  Weights opt_state = std::move(state).value();
+  OuterStep(t.outer, combined, &wanted, &opt_state);
+  AddScaled(&wanted, model, -1.0f);
+  Weights feedback = std::move(residual).value();
+  std::string update_bytes = tensors::WriteSafetensors(Encode(wanted, t.codec, &feedback));
+  auto update = ReadWeights(update_bytes);
+  if (!update.ok()) return Internal("the update does not decode: " + update.status().message());
+  Weights next = Rebuild(model, *update);
+  std::string model_bytes = ModelBytes(next);
+
+  RoundRecord rec{job.id, last.round + 1};
+  auto put = [&](const std::string& bytes, std::string* hash) {
+    auto h = PutBlob(bytes, job.owner);
+    if (!h.ok()) return h.status();
+    *hash = *h;
+    return Status::Ok();
+  };
+  CLAW_RETURN_IF_ERROR(put(model_bytes, &rec.model));
+  CLAW_RETURN_IF_ERROR(put(ModelBytes(opt_state), &rec.state));
+  CLAW_RETURN_IF_ERROR(put(ModelBytes(feedback), &rec.residual));
+  CLAW_RETURN_IF_ERROR(put(update_bytes, &rec.update));
+  info["update_bytes"] = update_bytes.size();
+  info["model_bytes"] = model_bytes.size();
+  info["seconds"] = static_cast<double>(round_job.record.finished.us - round_job.record.created.us) / 1e6;
+  json res = json::parse(round_job.record.result_json, nullptr, false);
+  if (json e = EvalOf(res.is_object() ? res : json::object()); !e.is_null()) {
     e["of_round"] = last.round;
     info["eval"] = e;
   }
-  if (!privacy.is_null()) info["privacy"] = std::move(privacy);
   rec.info_json = info.dump();
   rec.finished = round_job.record.finished;
   return rec;
+}
+
+Status RoundDriver::OnSecAgg(const AgentId& agent, const SecAggReply& reply) {
+  Status st = NotFound("secure aggregation: no round in progress has this device");
+  {
+    MutexLock lock(secure_mu_);
+    for (auto& [round, r] : secure_) {
+      st = r.OnReply(agent, reply);
+      if (st.code() != StatusCode::kNotFound) break;
+    }
+  }
+  return st;
+}
+
+std::optional<Result<RoundRecord>> RoundDriver::SecureAggregate(
+    const JobRecord& job, const TrainingSpec& t, const std::vector<RoundRecord>& rounds,
+    const JobView& round_job) {
+  const RoundRecord& last = rounds.back();
+  const uint32_t n = last.round + 1;
+  auto model = LoadWeights(*blobs_, last.model);
+  if (!model.ok()) return Result<RoundRecord>(Status(model.status().code(), "model: " + model.status().message()));
+  json res = json::parse(round_job.record.result_json, nullptr, false);
+  if (!res.is_object() || !res.contains("reports")) return Result<RoundRecord>(Internal("the round's result is unreadable"));
+  std::map<uint32_t, json> reports;  // by task
+  for (const json& r : res["reports"]) reports[r.value("task", 0u)] = r;
+
+  std::vector<SecAggSend> sends;
+  std::optional<SecureRound> ended;
+  std::string why;
+  {
+    MutexLock lock(secure_mu_);
+    auto it = secure_.find(round_job.record.id);
+    if (it == secure_.end()) {
+      std::vector<SecureRound::Device> devices;
+      for (const auto& [task, r] : reports) {
+        const json keys = r.value("secagg", json());
+        if (!keys.is_object()) continue;
+        auto handle = FromHex(keys.value("handle", "")), c = FromHex(keys.value("c_pk", "")),
+             s = FromHex(keys.value("s_pk", "")), commit = FromHex(keys.value("commit", ""));
+        if (!handle.ok() || !c.ok() || !s.ok() || !commit.ok()) continue;  // checked when it came
+        devices.push_back({task, r.value("agent", ""), *handle, {task, *c, *s, *commit}});
+      }
+      secagg::Params params = secagg::DefaultParams(static_cast<uint32_t>(devices.size()),
+                                                    ParameterCount(*model), secagg::kLevels, t.min_workers);
+      auto started = SecureRound::Start(params, std::move(devices),
+                                        std::chrono::seconds(t.secagg.step_s), host_->Now());
+      if (!started.ok()) {
+        why = started.status().message();
+      } else {
+        it = secure_.emplace(round_job.record.id, std::move(started).value()).first;
+      }
+    }
+    if (it != secure_.end()) {
+      it->second.Advance(host_->Now());
+      sends = it->second.TakeSends();
+      if (it->second.done() || !it->second.abandoned().empty()) {
+        ended.emplace(std::move(it->second));
+        secure_.erase(it);
+      }
+    }
+  }
+  host_->SendSecAgg(std::move(sends));
+  if (!ended && why.empty()) return std::nullopt;
+
+  json info = {{"round", n}, {"tasks", round_job.record.n_tasks}, {"rejected", json::array()}};
+  json reporters = json::array();
+  double loss = 0;
+  if (ended) {
+    info["secure_aggregation"] = ended->Info();
+    info["bytes_up"] = ended->Info()["bytes_up"];
+    if (ended->done()) {
+      for (secagg::DeviceId id : ended->server().masked()) {
+        const json& r = reports[id];
+        reporters.push_back({{"task", id}, {"agent", r.value("agent", "")},
+                             {"samples", r.value("samples", 0.0)},
+                             {"train_loss", r.value("train_loss", 0.0)},
+                             {"seconds", r.value("seconds", 0.0)},
+                             {"task_seconds", r.value("task_seconds", 0.0)}});
+        loss += r.value("train_loss", 0.0);
+      }
+    } else {
+      why = ended->abandoned();
+    }
+  }
+  info["reporters"] = reporters;
+  if (!why.empty()) {
+    // Abandoned: the model stays; nothing of any device was released, so
+    // nothing is spent.
+    log_->warn("training job={} round={} abandoned: {}", job.id, n, why);
+    info["abandoned"] = why;
+    info["train_loss"] = 0.0;
+    RoundRecord rec{job.id, n};
+    rec.model = last.model;
+    rec.state = last.state;
+    rec.residual = last.residual;
+    rec.info_json = info.dump();
+    rec.finished = round_job.record.finished;
+    return Result<RoundRecord>(std::move(rec));
+  }
+  // The mean of the vectors that were summed, equal weights; with
+  // differential privacy, noise on the sum (the devices clipped).
+  const int bits = ended->server().roster().params.bits;
+  const std::vector<uint32_t>& sum = ended->sum();
+  Weights combined = ZerosLike(*model);
+  const double step = t.secagg.range / secagg::kLevels;
+  size_t at = 0;
+  for (Named& tensor : combined) {
+    for (float& x : tensor.values) x = static_cast<float>(secagg::Signed(sum[at++], bits) * step);
+  }
+  const double m = static_cast<double>(reporters.size());
+  info["train_loss"] = loss / m;
+  if (t.privacy.on) {
+    AddGaussianNoise(&combined, t.privacy.noise * t.privacy.clip);
+    std::vector<std::string> devices;
+    for (const json& r : reporters) devices.push_back(r["agent"].get<std::string>());
+    const bool per_device = t.PerDevicePrivacy();
+    const double q = per_device ? 1.0 : m / t.shards;
+    std::vector<RoundSpend> spends = Spends(rounds);
+    spends.push_back(RoundSpend{q, t.privacy.noise, per_device ? devices : std::vector<std::string>{}});
+    info["privacy"] = {{"epsilon", EpsilonSpent(spends, t.privacy.delta, per_device)},
+                       {"round_epsilon", EpsilonSpent({spends.back()}, t.privacy.delta, per_device)},
+                       {"delta", t.privacy.delta}, {"q", q},
+                       {"noise_multiplier", t.privacy.noise}, {"clip_norm", t.privacy.clip},
+                       {"units", reporters.size()}, {"unit", per_device ? "device" : "shard"},
+                       {"noise_added_by", "coordinator"}, {"secure_aggregation", true}};
+    if (per_device) info["privacy"]["devices"] = devices;
+  }
+  for (Named& tensor : combined) {
+    for (float& x : tensor.values) x = static_cast<float>(x / m);
+  }
+  return Publish(job, t, last, round_job, *model, combined, std::move(info));
 }
 
 json RoundDriver::FinalResult(const TrainingSpec& t, const std::vector<RoundRecord>& rounds,
@@ -449,7 +592,9 @@ json RoundDriver::FinalResult(const TrainingSpec& t, const std::vector<RoundReco
                          {"bytes_up", info.value("bytes_up", 0)},
                          {"update_bytes", info.value("update_bytes", 0)},
                          {"seconds", info.value("seconds", 0.0)}});
-    if (info.contains("privacy")) per_round.back()["privacy"] = info["privacy"];
+    for (const char* k : {"privacy", "secure_aggregation", "abandoned"}) {
+      if (info.contains(k)) per_round.back()[k] = info[k];
+    }
   }
   json res = json::parse(eval.record.result_json, nullptr, false);
   const RoundRecord& last = rounds.back();
@@ -484,7 +629,7 @@ json RoundDriver::FinalResult(const TrainingSpec& t, const std::vector<RoundReco
     json p = PrivacyToJson(t.privacy);
     p["epsilon_spent"] = EpsilonSpent(spends, t.privacy.delta, t.PerDevicePrivacy());
     p["unit"] = t.PerDevicePrivacy() ? "device" : "shard";
-    p["secure_aggregation"] = false;
+    p["secure_aggregation"] = t.secagg.on;
     p["rounds_private"] = spends.size();
     if (last.round < t.rounds) {
       p["stopped"] = "after round " + std::to_string(last.round) + " of " +

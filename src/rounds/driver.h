@@ -29,6 +29,8 @@
 #include "common/mutex.h"
 #include "core/scheduler.h"
 #include "core/types.h"
+#include "rounds/secure_round.h"
+#include "rounds/weights.h"
 
 namespace claw::rounds {
 
@@ -53,6 +55,10 @@ class RoundHost {
   virtual void WrongAnswer(const AgentId& agent) = 0;
   // `user` may read the blob (the models the coordinator makes).
   virtual Status GrantBlob(const std::string& hash, const std::string& user) = 0;
+  virtual Time Now() = 0;
+  // Secure aggregation's messages, each to its device's session (dropped
+  // for a device that is not connected: it counts as vanished).
+  virtual void SendSecAgg(std::vector<SecAggSend> sends) = 0;
 };
 
 class RoundDriver {
@@ -69,6 +75,9 @@ class RoundDriver {
   std::optional<Progress> ProgressOf(const JobId& job) const;
   // The round job that runs now for the training job, if any.
   std::optional<JobId> CurrentRound(const JobId& job) const;
+  // A device's secure aggregation reply. InvalidArgument/NotFound when it
+  // belongs to no round in progress or does not fit; nothing changes then.
+  Status OnSecAgg(const AgentId& agent, const SecAggReply& reply) CLAW_EXCLUDES(secure_mu_);
 
  private:
   // Returns whether it changed anything (then it may go further at once).
@@ -79,6 +88,15 @@ class RoundDriver {
   Result<RoundRecord> Aggregate(const JobRecord& job, const nlohmann::json& params,
                                 const std::vector<RoundRecord>& rounds, const JobView& round_job,
                                 std::vector<AgentId>* liars);
+  // Round n by secure aggregation: none while the protocol goes on.
+  std::optional<Result<RoundRecord>> SecureAggregate(const JobRecord& job, const TrainingSpec& t,
+                                                     const std::vector<RoundRecord>& rounds,
+                                                     const JobView& round_job)
+      CLAW_EXCLUDES(secure_mu_);
+  // The next model from a round's combined delta, stored; `info` completed.
+  Result<RoundRecord> Publish(const JobRecord& job, const TrainingSpec& t, const RoundRecord& last,
+                              const JobView& round_job, const Weights& model, const Weights& combined,
+                              nlohmann::json info);
   void End(const JobId& job, JobState state, std::string result, std::string error);
   Result<std::string> PutBlob(const std::string& bytes, const std::string& owner);
   nlohmann::json FinalResult(const TrainingSpec& t, const std::vector<RoundRecord>& rounds,
@@ -92,6 +110,8 @@ class RoundDriver {
   mutable Mutex mu_;
   std::map<JobId, Progress> progress_ CLAW_GUARDED_BY(mu_);
   std::map<JobId, JobId> current_ CLAW_GUARDED_BY(mu_);
+  Mutex secure_mu_;  // replies come on sessions' threads
+  std::map<JobId, SecureRound> secure_ CLAW_GUARDED_BY(secure_mu_);  // by round job
 };
 
 }  // namespace claw::rounds

@@ -10,6 +10,7 @@
 
 #include "apps/ml_sandbox.h"
 #include "common/blobs.h"
+#include "common/crypto.h"
 #include "core/model_data.h"
 #include "ml/api.h"
 #include "rounds/training_spec.h"
@@ -308,10 +309,15 @@ Result<std::string> RunTrainOrEval(const json& p, const RunContext& ctx, const m
     if (!ctx.misbehave.empty()) Misbehave(ctx.misbehave, &r->weights);
     Codec codec = Codec::kI8;
     ParseCodec(Str(p, "codec"), &codec);
+    // With secure aggregation the delta stays on the device (the agent
+    // masks it, agent/secagg_device.h): kept exact until it is quantized.
+    const bool secure = p.contains("secagg") && p["secagg"].is_object();
+    if (secure) codec = Codec::kF32;
     std::string bytes = tensors::WriteSafetensors(Encode(r->weights, codec));
     auto hash = ctx.blobs->Put(bytes);
     if (!hash.ok()) return hash.status();
     out["delta"] = *hash;
+    if (secure) out["secagg"] = p["secagg"];
     out["samples"] = r->samples;
     out["train_loss"] = r->train_loss;
     out["seconds"] = r->seconds;
@@ -370,6 +376,9 @@ Result<std::vector<TaskSpec>> RoundApp::Plan(const JobSpec& spec) const {
   }
   uint32_t tasks = kind == "train" ? t.TasksPerRound() : t.workers;
   common["tasks"] = tasks;
+  if (kind == "train" && t.secagg.on) {
+    common["secagg"] = {{"range", t.secagg.range}, {"clip", t.privacy.on ? t.privacy.clip : 0.0}};
+  }
   double per_sample = script || t.arch.value("model", "cnn") == "cnn" ? 3e7 : 2e6;
   double cost = kind == "train" ? per_sample * t.inner.steps * t.inner.batch : 1e10;
   std::vector<TaskSpec> out;
@@ -564,16 +573,21 @@ Status RoundApp::CheckOutput(std::string_view task_params, std::string* output,
     if (!model_bytes.ok()) return model_bytes.status();
     auto model = ReadWeights(*model_bytes);
     if (!model.ok()) return model.status();
-    // A delta is at most the model in fp32 with room for its header.
-    std::string hash = Str(o, "delta");
-    if (!IsBlobHash(hash)) return InvalidArgument("delta: not a blob's SHA-256");
-    auto delta_bytes = blobs.Load(hash, model_bytes->size() * 2 + (1 << 20));
-    if (!delta_bytes.ok()) return Status(delta_bytes.status().code(), "delta: " + delta_bytes.status().message());
-    auto delta = ReadWeights(*delta_bytes);
-    if (!delta.ok()) return Status(delta.status().code(), "delta: " + delta.status().message());
-    Status shapes = SameShapes(*model, *delta);
-    if (!shapes.ok()) return Status(shapes.code(), "delta: " + shapes.message());
-    if (!std::isfinite(Norm(*delta))) return InvalidArgument("delta: a value is not finite");
+    if (p.contains("secagg")) {
+      // The delta stayed on the device: its keys for the round's sum.
+      json keys = o.value("secagg", json());
+      if (!keys.is_object()) return InvalidArgument("secagg: the task asked for secure aggregation; no keys came");
+      json k = json::object();
+      for (auto [field, bytes] : {std::pair{"handle", 16}, {"c_pk", 32}, {"s_pk", 32}, {"commit", 32}}) {
+        auto raw = FromHex(Str(keys, field));
+        if (!raw.ok() || raw->size() != static_cast<size_t>(bytes)) {
+          return InvalidArgument(std::string("secagg.") + field + ": not " + std::to_string(bytes) + " bytes in hex");
+        }
+        k[field] = Str(keys, field);
+      }
+      if (o.contains("delta")) return InvalidArgument("delta: not sent with secure aggregation");
+      checked["secagg"] = std::move(k);
+    }
     const json inner = p.value("inner", json::object());
     double most = inner.value("steps", 0.0) * inner.value("batch", 0.0);
     auto samples = NumberIn(o, "samples", 0, most);
@@ -583,14 +597,26 @@ Status RoundApp::CheckOutput(std::string_view task_params, std::string* output,
     }
     auto loss = NumberIn(o, "train_loss", 0, 1e18);
     auto seconds = NumberIn(o, "seconds", 0, 1e9);
-    checked["delta"] = hash;
-    checked["fingerprint"] = Fingerprint(*delta);
     checked["samples"] = *samples;
     checked["train_loss"] = loss.ok() ? *loss : 0.0;
     checked["seconds"] = seconds.ok() ? *seconds : 0.0;
     auto task_seconds = NumberIn(o, "task_seconds", 0, 1e9);
     checked["task_seconds"] = task_seconds.ok() ? *task_seconds : 0.0;
-    CLAW_RETURN_IF_ERROR(file("delta.safetensors", hash));
+    if (!p.contains("secagg")) {
+      // A delta is at most the model in fp32 with room for its header.
+      std::string hash = Str(o, "delta");
+      if (!IsBlobHash(hash)) return InvalidArgument("delta: not a blob's SHA-256");
+      auto delta_bytes = blobs.Load(hash, model_bytes->size() * 2 + (1 << 20));
+      if (!delta_bytes.ok()) return Status(delta_bytes.status().code(), "delta: " + delta_bytes.status().message());
+      auto delta = ReadWeights(*delta_bytes);
+      if (!delta.ok()) return Status(delta.status().code(), "delta: " + delta.status().message());
+      Status shapes = SameShapes(*model, *delta);
+      if (!shapes.ok()) return Status(shapes.code(), "delta: " + shapes.message());
+      if (!std::isfinite(Norm(*delta))) return InvalidArgument("delta: a value is not finite");
+      checked["delta"] = hash;
+      checked["fingerprint"] = Fingerprint(*delta);
+      CLAW_RETURN_IF_ERROR(file("delta.safetensors", hash));
+    }
   }
   if (kind == "eval" && o.contains("files") && o["files"].is_array()) {
     for (const json& f : o["files"]) {
@@ -636,7 +662,7 @@ Result<json> RoundApp::MergeChecked(const JobSpec& spec,
       if (f.value("path", "") == "model.pt") out["checkpoint"] = f;
     }
     json r = {{"task", o.value("task", 0)}, {"agent", o.value("agent", "")}};
-    for (const char* k : {"delta", "samples", "train_loss", "seconds", "task_seconds"}) {
+    for (const char* k : {"delta", "samples", "train_loss", "seconds", "task_seconds", "secagg"}) {
       if (o.contains(k)) r[k] = o[k];
     }
     reports.push_back(std::move(r));

@@ -117,6 +117,40 @@ Status CheckPrivacy(const TrainingSpec& s) {
   return Status::Ok();
 }
 
+Status ParseSecureAgg(const json& j, bool min_workers_given, TrainingSpec* s) {
+  if (j.is_boolean()) {
+    s->secagg.on = j.get<bool>();
+  } else if (j.is_object()) {
+    FieldReader f(j, "params.secure_aggregation");
+    CLAW_RETURN_IF_ERROR(f.NoUnknownFields({"range", "step_s"}));
+    Reads r;
+    s->secagg.range = r(f.Number("range", 1e-9, 1e9, 0.0), 0.0);
+    s->secagg.step_s = static_cast<uint32_t>(r(f.Integer("step_s", 1, 3600, 60)));
+    CLAW_RETURN_IF_ERROR(r.status());
+    s->secagg.on = true;
+  } else {
+    return InvalidArgument("params.secure_aggregation: true, or {\"range\", \"step_s\"}");
+  }
+  if (!s->secagg.on) return Status::Ok();
+  if (s->secagg.range <= 0) {
+    s->secagg.range = s->privacy.on ? s->privacy.clip : s->inner.lr * s->inner.steps;
+  }
+  if (s->rule != Rule::kMean || s->check.max_norm > 0 || s->check.norm_factor > 0) {
+    return InvalidArgument("params.aggregation: with secure aggregation the coordinator sees only "
+                           "the sum: rule \"mean\", no max_norm or norm_factor");
+  }
+  if (s->spot_check > 0) {
+    return InvalidArgument("params.spot_check: not with secure aggregation (masked deltas cannot "
+                           "be compared)");
+  }
+  if (!min_workers_given) s->min_workers = std::max<uint32_t>(s->min_workers, 2);
+  if (s->QuorumTasks() < 2 || s->min_workers < 2) {
+    return InvalidArgument("params.min_workers: secure aggregation needs at least 2 devices in a "
+                           "sum (the sum of one is its delta)");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 bool IsDatasetName(std::string_view name) {
@@ -143,7 +177,7 @@ Result<TrainingSpec> ParseTrainingSpec(const json& p) {
       {"model", "width", "layers", "dropout", "init", "dataset", "local_dataset", "split", "shards",
        "train_limit", "test_limit", "rounds", "workers", "overprovision", "quorum", "deadline_s",
        "min_workers", "inner", "outer", "compression", "aggregation", "eval_every", "threads",
-       "spot_check", "script", "data", "memory_mb", "block", "privacy"}));
+       "spot_check", "script", "data", "memory_mb", "block", "privacy", "secure_aggregation"}));
   TrainingSpec s;
   Reads r;
   const bool script = p.contains("script");
@@ -259,6 +293,7 @@ Result<TrainingSpec> ParseTrainingSpec(const json& p) {
   if (!privacy.ok()) return privacy.status();
   s.privacy = *privacy;
   if (s.privacy.on) CLAW_RETURN_IF_ERROR(CheckPrivacy(s));
+  if (p.contains("secure_aggregation")) CLAW_RETURN_IF_ERROR(ParseSecureAgg(p["secure_aggregation"], p.contains("min_workers"), &s));
   return s;
 }
 
@@ -300,6 +335,7 @@ json TrainingSpec::ToJson() const {
   j["threads"] = threads;
   j["spot_check"] = spot_check;
   if (privacy.on) j["privacy"] = PrivacyToJson(privacy);
+  if (secagg.on) j["secure_aggregation"] = {{"range", secagg.range}, {"step_s", secagg.step_s}};
   return j;
 }
 

@@ -17,7 +17,8 @@
 //    "aggregation": {"rule": "mean", "trim": 0.1, "max_norm": 0, "norm_factor": 0},
 //    "eval_every": 1, "test_limit": 0, "threads": 1, "spot_check": 0,
 //    "privacy": {"clip_norm": 1, "noise_multiplier": 1, "delta": 1e-5,
-//                "epsilon": 8}}                             (rounds/privacy.h)
+//                "epsilon": 8},                             (rounds/privacy.h)
+//    "secure_aggregation": true | {"range": 0.1, "step_s": 60}}
 //
 // spot_check > 0 runs tasks on two agents and compares what they return
 // (RoundApp::Equivalent): always for an agent without a clean record,
@@ -48,6 +49,18 @@ struct InnerSpec {
   double momentum = 0.9;
 };
 
+// Secure aggregation of each round (secagg/protocol.h, docs/privacy.md):
+//   "secure_aggregation": true | {"range": r, "step_s": 60}
+struct SecureAggSpec {
+  bool on = false;
+  // Each value of a delta is clamped to ±range before it is quantized to
+  // ±127. Default: clip_norm with privacy (a clipped delta's values are
+  // within it), else inner.lr × inner.steps (about the most an Adam step
+  // moves a weight, per step).
+  double range = 0;
+  uint32_t step_s = 60;  // how long each protocol step waits for devices
+};
+
 struct TrainingSpec {
   // {"model", "width", "layers", "dropout"}, or {"script", "memory_mb"}:
   // a user's module, whose trainable parameters are the model that rounds
@@ -75,6 +88,7 @@ struct TrainingSpec {
   uint32_t threads = 1;
   double spot_check = 0;  // 0: every task runs once
   PrivacySpec privacy;
+  SecureAggSpec secagg;
 
   // With privacy: whether each device is its own unit, counted without
   // amplification (a local dataset), and each shard's chance of taking part

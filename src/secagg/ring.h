@@ -20,6 +20,9 @@ namespace claw::secagg {
 
 using Seed = std::array<uint8_t, 32>;
 
+// The levels a delta's values are quantized to (±127, int8's range).
+constexpr uint32_t kLevels = 127;
+
 // The fewest bits for the sum of `devices` values in [−levels, levels].
 int RingBits(uint32_t devices, uint32_t levels);
 

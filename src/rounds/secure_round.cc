@@ -1,0 +1,141 @@
+#include "rounds/secure_round.h"
+
+namespace claw::rounds {
+
+using nlohmann::json;
+
+Result<SecureRound> SecureRound::Start(secagg::Params params, std::vector<Device> devices,
+                                       Duration step_time, Time now) {
+  secagg::Server server(params);
+  std::vector<Device> kept;
+  for (Device& d : devices) {
+    d.keys.id = d.id;
+    if (server.Advertise(d.keys).ok()) kept.push_back(std::move(d));  // else: as if it vanished
+  }
+  auto roster = server.CloseAdvertising();
+  if (!roster.ok()) return roster.status();
+  SecureRound r(std::move(server), std::move(kept), step_time, now);
+  for (const auto& [id, d] : r.devices_) r.Send(d, 1);
+  return r;
+}
+
+SecureRound::SecureRound(secagg::Server server, std::vector<Device> devices, Duration step_time,
+                         Time now)
+    : server_(std::move(server)),
+      roster_(std::make_shared<const secagg::Roster>(server_.roster())),
+      step_time_(step_time),
+      started_(now),
+      deadline_(now + step_time) {
+  for (Device& d : devices) {
+    by_handle_[d.handle] = d.id;
+    devices_.emplace(d.id, std::move(d));
+  }
+}
+
+std::vector<SecAggSend> SecureRound::TakeSends() { return std::exchange(outbox_, {}); }
+
+void SecureRound::Send(const Device& d, int step, std::vector<secagg::SealedShare> shares,
+                       std::vector<secagg::DeviceId> masked) {
+  SecAggSend s{d.agent, d.handle, step, roster_, std::move(shares), std::move(masked), ""};
+  bytes_down_ += d.handle.size() + 8;
+  if (step == 1) {
+    for (const auto& m : server_.roster().members) bytes_down_ += 4 + m.c_pk.size() + m.s_pk.size() + m.commit.size();
+  }
+  for (const auto& sh : s.shares) bytes_down_ += 8 + sh.box.size();
+  bytes_down_ += 4 * s.masked.size();
+  outbox_.push_back(std::move(s));
+}
+
+void SecureRound::Abandon(std::string why) {
+  abandoned_ = std::move(why);
+  for (const auto& [id, d] : devices_) {
+    SecAggSend s{d.agent, d.handle, 0, roster_, {}, {}, abandoned_};
+    outbox_.push_back(std::move(s));
+  }
+}
+
+Status SecureRound::OnReply(const AgentId& agent, const SecAggReply& reply) {
+  if (done_ || !abandoned_.empty()) return FailedPrecondition("secure aggregation: the round is over");
+  auto h = by_handle_.find(reply.handle);
+  if (h == by_handle_.end()) return NotFound("secure aggregation: no such round on this coordinator");
+  const Device& d = devices_.at(h->second);
+  if (d.agent != agent) {
+    return InvalidArgument("secure aggregation: device " + std::to_string(d.id) + " is agent " +
+                           d.agent + "'s, not " + agent + "'s");
+  }
+  if (reply.step != step_) {
+    return InvalidArgument("secure aggregation: a reply to step " + std::to_string(reply.step) +
+                           "; the round is at step " + std::to_string(step_));
+  }
+  if (replied_.count(d.id)) {
+    return AlreadyExists("secure aggregation: device " + std::to_string(d.id) + " replied twice");
+  }
+  Status st = Status::Ok();
+  if (!reply.error.empty()) {
+    st = Status::Ok();  // it drops out: counted as replied, never as a part of the sum
+  } else if (step_ == 1) {
+    st = server_.ShareKeys(d.id, reply.shares);
+    for (const auto& s : reply.shares) bytes_up_ += 8 + s.box.size();
+  } else if (step_ == 2) {
+    st = server_.Masked(secagg::MaskedInput{d.id, reply.masked});
+    bytes_up_ += reply.masked.size();
+  } else if (step_ == 3) {
+    st = server_.Unmasked(secagg::UnmaskResponse{d.id, reply.revealed});
+    bytes_up_ += 5 * reply.revealed.size();
+    for (const auto& r : reply.revealed) bytes_up_ += r.share.y.size();
+  }
+  if (!st.ok()) return st;  // a malformed reply: the device may still send a good one
+  replied_.insert(d.id);
+  return Status::Ok();
+}
+
+void SecureRound::Next(Time now) {
+  replied_.clear();
+  deadline_ = now + step_time_;
+  ++step_;
+}
+
+void SecureRound::Advance(Time now) {
+  if (done_ || !abandoned_.empty()) return;
+  const std::set<secagg::DeviceId>* expected = nullptr;
+  std::set<secagg::DeviceId> all;
+  for (const auto& [id, d] : devices_) all.insert(id);
+  if (step_ == 1) expected = &all;
+  if (step_ == 2) expected = &server_.shared();
+  if (step_ == 3) expected = &server_.masked();
+  bool everyone = true;
+  for (secagg::DeviceId id : *expected) everyone = everyone && replied_.count(id);
+  if (!everyone && now < deadline_) return;
+  if (step_ == 1) {
+    if (Status st = server_.CloseSharing(); !st.ok()) return Abandon(st.message());
+    for (secagg::DeviceId id : server_.shared()) Send(devices_.at(id), 2, server_.SharesFor(id));
+  } else if (step_ == 2) {
+    auto request = server_.CloseMasking();
+    if (!request.ok()) return Abandon(request.status().message());
+    for (secagg::DeviceId id : server_.masked()) Send(devices_.at(id), 3, {}, request->masked);
+  } else {
+    auto sum = server_.Sum();
+    if (!sum.ok()) return Abandon(sum.status().message());
+    sum_ = std::move(sum).value();
+    done_ = true;
+    finished_ = now;
+    return;
+  }
+  Next(now);
+}
+
+json SecureRound::Info() const {
+  const secagg::Params& p = server_.roster().params;
+  return {{"devices", devices_.size()},
+          {"shared", server_.shared().size()},
+          {"masked", server_.masked().size()},
+          {"unmasked", server_.unmasked().size()},
+          {"neighbours", p.neighbours},
+          {"threshold", p.threshold},
+          {"bits", p.bits},
+          {"bytes_up", bytes_up_},
+          {"bytes_down", bytes_down_},
+          {"seconds", done_ ? static_cast<double>(finished_.us - started_.us) / 1e6 : 0.0}};
+}
+
+}  // namespace claw::rounds

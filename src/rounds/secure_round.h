@@ -1,0 +1,95 @@
+// One training round's secure aggregation as the coordinator runs it
+// (docs/privacy.md): the devices whose tasks announced keys, the protocol's
+// server (secagg/protocol.h), each step's deadline, and what to send whom.
+// No transport here: the driver hands messages to its host, which wraps
+// them for each device's session.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "core/types.h"
+#include "secagg/protocol.h"
+
+namespace claw::rounds {
+
+// Coordinator -> device.
+struct SecAggSend {
+  AgentId agent;
+  std::string handle;  // the device's round, as its task's output named it
+  int step = 0;        // 1 roster, 2 its shares, 3 unmask, 0 abandoned
+  std::shared_ptr<const secagg::Roster> roster;  // the round's (every step)
+  std::vector<secagg::SealedShare> shares;
+  std::vector<secagg::DeviceId> masked;
+  std::string error;
+};
+
+// Device -> coordinator.
+struct SecAggReply {
+  std::string handle;
+  int step = 0;
+  std::vector<secagg::SealedShare> shares;
+  std::string masked;
+  std::vector<secagg::RevealedShare> revealed;
+  std::string error;  // the device could not or would not
+};
+
+class SecureRound {
+ public:
+  struct Device {
+    secagg::DeviceId id;
+    AgentId agent;
+    std::string handle;
+    secagg::Advertisement keys;
+  };
+  // Fixes the roster of the devices that announced keys. FailedPrecondition
+  // when fewer than params.min_survivors did.
+  static Result<SecureRound> Start(secagg::Params params, std::vector<Device> devices,
+                                   Duration step_time, Time now);
+
+  // What to send now (the roster, at first; then each step's messages).
+  std::vector<SecAggSend> TakeSends();
+  // A device's reply: refused (InvalidArgument, nothing changes) if it is
+  // not from the device's own agent, for another step, or does not fit.
+  Status OnReply(const AgentId& agent, const SecAggReply& reply);
+  // Moves on when every device of the step has replied or its deadline
+  // passed. Then done() or abandoned().
+  void Advance(Time now);
+  bool done() const { return done_; }
+  const std::string& abandoned() const { return abandoned_; }
+  // The sum of the vectors of the devices that sent one (ring elements).
+  const std::vector<uint32_t>& sum() const { return sum_; }
+  const secagg::Server& server() const { return server_; }
+  // {"devices", "shared", "masked", "unmasked", "neighbours", "threshold",
+  //  "bits", "bytes_up", "bytes_down", "seconds"}.
+  nlohmann::json Info() const;
+
+ private:
+  SecureRound(secagg::Server server, std::vector<Device> devices, Duration step_time, Time now);
+  void Abandon(std::string why);
+  void Send(const Device& d, int step, std::vector<secagg::SealedShare> shares = {},
+            std::vector<secagg::DeviceId> masked = {});
+  void Next(Time now);
+
+  secagg::Server server_;
+  std::shared_ptr<const secagg::Roster> roster_;
+  std::map<secagg::DeviceId, Device> devices_;
+  std::map<std::string, secagg::DeviceId> by_handle_;
+  Duration step_time_;
+  Time started_, deadline_, finished_;
+  int step_ = 1;  // waiting for the replies of this step
+  std::set<secagg::DeviceId> replied_;
+  std::vector<SecAggSend> outbox_;
+  std::vector<uint32_t> sum_;
+  bool done_ = false;
+  std::string abandoned_;
+  uint64_t bytes_up_ = 0, bytes_down_ = 0;
+};
+
+}  // namespace claw::rounds

@@ -1,0 +1,240 @@
+// Secure aggregation in training rounds, through the coordinator: the real
+// coordinator and round driver, and each device's real protocol side
+// (agent/secagg_device.h) played by the test, which decides who vanishes
+// at which step (docs/privacy.md).
+#include <array>
+
+#include "agent/secagg_device.h"
+#include "secagg/ring.h"
+#include "tests/unit/round_training.h"
+
+namespace claw {
+namespace {
+
+using namespace testing_rounds;  // NOLINT: the fixture's helpers
+
+class SecureTraining : public RoundTraining {
+ protected:
+  struct Device {
+    Sink sink;
+    std::unique_ptr<SecAggDevice> secagg;
+    int vanish_at = 99;  // stops answering from this protocol step on
+    std::vector<std::string> sent_masked;
+  };
+  void SetUp() override {
+    RoundTraining::SetUp();
+    for (auto& d : devices_) d.secagg = std::make_unique<SecAggDevice>(blobs_.get());
+  }
+  json SecureSpec(const std::string& init, int rounds, json extra = json::object()) {
+    json base = {{"shards", 4}, {"secure_aggregation", {{"range", 1.0}, {"step_s", 30}}}};
+    base.update(extra);
+    return Spec(init, rounds, 4, base);
+  }
+  // Reports a train task as the worker would, through the device's
+  // secure aggregation side (which keeps the delta and announces keys).
+  void Train(Device& d, const v1::Assignment& a, const Weights& delta) {
+    json p = json::parse(a.params());
+    std::string bytes = tensors::WriteSafetensors(rounds::Encode(delta, rounds::Codec::kF32));
+    auto h = blobs_->Put(bytes);
+    ASSERT_TRUE(h.ok());
+    json out = {{"kind", "train"}, {"round", p["round"]}, {"task", p["task"]}, {"delta", *h},
+                {"samples", 10}, {"train_loss", 0.5},
+                {"eval", {{"loss_sum", 10.0}, {"correct", 7}, {"count", 10}}},
+                {"files", json::array({{{"path", "delta.safetensors"}, {"sha256", *h}}})},
+                {"secagg", p["secagg"]}};
+    std::string announced = d.secagg->Begin(out.dump(), clock_.Now());
+    json o = json::parse(announced);
+    EXPECT_FALSE(o.contains("delta")) << "the delta stays on the device";
+    EXPECT_TRUE(o["files"].empty());
+    Report(&d.sink, a.lease_id(), announced);
+  }
+  // Relays the coordinator's messages to the devices and their replies
+  // back, stepping the driver, until nothing moves; then lets the clock
+  // pass the step's deadline once.
+  void Relay(int step_s = 30) {
+    for (int pass = 0; pass < 12; ++pass) {
+      bool moved = false;
+      for (auto& d : devices_) {
+        std::vector<v1::CoordinatorMessage> got = std::move(d.sink.sent);
+        d.sink.sent.clear();
+        v1::AgentMessage up;
+        for (const auto& m : got) {
+          for (const auto& down : m.secagg()) {
+            if (static_cast<int>(down.step()) >= d.vanish_at && down.step() != 0) continue;
+            auto reply = d.secagg->Handle(down);
+            if (!reply) continue;
+            if (!reply->masked().empty()) d.sent_masked.push_back(reply->masked());
+            *up.add_secagg() = *reply;
+          }
+        }
+        if (up.secagg_size() > 0) {
+          coordinator_->OnAgentMessage(&d.sink, up);
+          moved = true;
+        }
+      }
+      coordinator_->StepTrainings();
+      if (!moved) {
+        clock_.Advance(std::chrono::seconds(step_s + 1));
+        coordinator_->StepTrainings();
+      }
+    }
+  }
+  std::vector<Sink*> Sinks() {
+    std::vector<Sink*> out;
+    for (auto& d : devices_) out.push_back(&d.sink);
+    return out;
+  }
+  Device& Of(Sink* s) {
+    for (auto& d : devices_) {
+      if (&d.sink == s) return d;
+    }
+    return devices_[0];
+  }
+  // One round: each device trains Model(v, v) with v its number + 1 and
+  // vanishes at its step; returns the round's record.
+  std::vector<RoundRecord> OneRound(const JobId& job, std::map<int, int> vanish) {
+    for (size_t i = 0; i < devices_.size(); ++i) {
+      devices_[i].vanish_at = vanish.count(static_cast<int>(i)) ? vanish[static_cast<int>(i)] : 99;
+    }
+    if (!first_) {
+      for (Sink* s : Sinks()) Want(s, 1);
+    }
+    first_ = false;
+    auto tasks = Take(Sinks());
+    EXPECT_EQ(tasks.size(), 4u);
+    for (auto& [sink, a] : tasks) {
+      Device& d = Of(sink);
+      const int i = static_cast<int>(&d - devices_.data());
+      if (d.vanish_at == 0) continue;  // vanished while training
+      Train(d, a, Model(0.1f * (i + 1), -0.1f * (i + 1)));
+    }
+    coordinator_->StepTrainings();
+    Relay();
+    return Rounds(job);
+  }
+
+  std::array<Device, 4> devices_;
+  bool first_ = true;
+};
+
+TEST_F(SecureTraining, TheCoordinatorGetsTheMeanOfTheDeltasAndNeverOneOfThem) {
+  std::string init = Upload(rounds::ModelBytes(Model(1, 2)));
+  auto job = coordinator_->Submit(SecureSpec(init, 1).dump(), kAlice);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  coordinator_->StepTrainings();
+  for (auto& d : devices_) Connect(&d.sink, 1);
+  auto rounds = OneRound(*job, {});
+  ASSERT_EQ(rounds.size(), 2u);
+  json info = json::parse(rounds[1].info_json);
+  ASSERT_TRUE(info.contains("secure_aggregation")) << info.dump();
+  EXPECT_EQ(info["secure_aggregation"]["masked"], 4);
+  EXPECT_EQ(info["secure_aggregation"]["bits"], secagg::RingBits(4, 127));
+  EXPECT_EQ(info["reporters"].size(), 4u);
+  // The mean of 0.1, 0.2, 0.3, 0.4 is 0.25, within the quantization's step.
+  Weights got = Read(rounds[1].model);
+  Weights want = Model(1, 2);
+  rounds::AddScaled(&want, Model(0.25f, -0.25f), 1.0f);
+  for (size_t k = 0; k < got.size(); ++k) {
+    for (size_t j = 0; j < got[k].values.size(); ++j) {
+      EXPECT_NEAR(got[k].values[j], want[k].values[j], 1.0 / 127) << got[k].name;
+    }
+  }
+  // What the coordinator received: keys, not deltas, in the outputs; and
+  // masked vectors that are not the quantized deltas.
+  auto round_job = coordinator_->GetResults(*job + ".r1", kAlice);
+  ASSERT_TRUE(round_job.ok());
+  for (const auto& r : json::parse(round_job->second)["reports"]) {
+    EXPECT_FALSE(r.contains("delta")) << r.dump();
+    EXPECT_TRUE(r.contains("secagg"));
+  }
+  const int bits = info["secure_aggregation"]["bits"];
+  for (size_t i = 0; i < 4; ++i) {
+    ASSERT_EQ(devices_[i].sent_masked.size(), 1u);
+    auto y = secagg::Unpack(devices_[i].sent_masked[0], 6, bits).value();
+    int near = 0;  // values within the quantized delta's ±13 of ±0.1·(i+1)·127
+    for (uint32_t v : y) near += std::abs(secagg::Signed(v, bits)) <= 60;
+    EXPECT_LT(near, 4) << "device " << i << "'s masked vector looks like its delta";
+  }
+}
+
+TEST_F(SecureTraining, DevicesVanishingAtEachStepLeaveTheExactSumOfTheRest) {
+  std::string init = Upload(rounds::ModelBytes(Model(1, 2)));
+  // Four devices, k = 3 neighbours each, t = 2.
+  auto job = coordinator_->Submit(SecureSpec(init, 3).dump(), kAlice);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  coordinator_->StepTrainings();
+  for (auto& d : devices_) Connect(&d.sink, 1);
+  // Device 0 vanishes: after announcing its keys (in the roster, nobody
+  // holds its shares), after sharing (its masks are rebuilt from its key's
+  // shares and taken out), after sending its vector (in the sum, its
+  // self-mask rebuilt from the others' shares).
+  for (int step = 1; step <= 3; ++step) {
+    SCOPED_TRACE("vanishing at step " + std::to_string(step));
+    auto rounds = OneRound(*job, {{0, step}});
+    ASSERT_EQ(rounds.size(), static_cast<size_t>(step + 1));
+    json info = json::parse(rounds.back().info_json);
+    ASSERT_FALSE(info.contains("abandoned")) << info.dump();
+    json sa = info["secure_aggregation"];
+    std::set<int> summed;
+    for (const auto& r : info["reporters"]) summed.insert(r["task"].get<int>());
+    // Who was summed: everyone who sent a masked vector.
+    EXPECT_EQ(sa["masked"].get<size_t>(), summed.size());
+    // The model moved by the mean of exactly their deltas.
+    double mean = 0;
+    for (const auto& r : info["reporters"]) {
+      const std::string agent = r["agent"];
+      for (size_t i = 0; i < 4; ++i) {
+        if (keys_[&devices_[i].sink].first == agent) mean += 0.1 * (i + 1);
+      }
+    }
+    mean /= static_cast<double>(summed.size());
+    Weights before = Read(rounds[rounds.size() - 2].model), after = Read(rounds.back().model);
+    EXPECT_NEAR(after[0].values[0] - before[0].values[0], mean, 1.0 / 127) << info.dump();
+    bool in_sum = false;
+    for (const auto& r : info["reporters"]) in_sum |= r["agent"] == keys_[&devices_[0].sink].first;
+    EXPECT_EQ(in_sum, step == 3);
+    EXPECT_EQ(sa["unmasked"].get<int>(), 3);
+  }
+}
+
+TEST_F(SecureTraining, TooFewSurvivorsAbandonTheRoundAndTheNextStartsFromTheSameModel) {
+  std::string init = Upload(rounds::ModelBytes(Model(1, 2)));
+  auto job = coordinator_->Submit(
+      SecureSpec(init, 2, {{"min_workers", 3},
+                           {"privacy", {{"clip_norm", 1.0}, {"noise_multiplier", 1.0}}}})
+          .dump(),
+      kAlice);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  coordinator_->StepTrainings();
+  for (auto& d : devices_) Connect(&d.sink, 1);
+  // Two of four vanish after sharing: two vectors, fewer than three.
+  auto rounds = OneRound(*job, {{0, 2}, {1, 2}});
+  ASSERT_EQ(rounds.size(), 2u);
+  json info = json::parse(rounds[1].info_json);
+  EXPECT_NE(info.value("abandoned", "").find("fewer than 3"), std::string::npos) << info.dump();
+  EXPECT_EQ(rounds[1].model, rounds[0].model) << "the model is unchanged";
+  EXPECT_FALSE(info.contains("privacy")) << "nothing released, nothing spent";
+  // The next round starts, from the same model.
+  for (Sink* s : Sinks()) Want(s, 1);
+  auto next = Take(Sinks());
+  ASSERT_FALSE(next.empty());
+  EXPECT_EQ(json::parse(next[0].second.params())["model"], rounds[0].model);
+  EXPECT_EQ(json::parse(next[0].second.params())["round"], 2);
+}
+
+TEST_F(SecureTraining, SpecsThatCannotBeSecurelyAggregatedAreRefused) {
+  std::string init = Upload(rounds::ModelBytes(Model(1, 2)));
+  auto refused = [&](json extra) {
+    auto r = coordinator_->Submit(SecureSpec(init, 1, extra).dump(), kAlice);
+    return r.ok() ? std::string("accepted") : r.status().message();
+  };
+  EXPECT_NE(refused({{"aggregation", {{"rule", "median"}}}}).find("params.aggregation"), std::string::npos);
+  EXPECT_NE(refused({{"spot_check", 0.5}}).find("params.spot_check"), std::string::npos);
+  EXPECT_NE(refused({{"min_workers", 1}}).find("params.min_workers"), std::string::npos);
+  EXPECT_NE(refused({{"secure_aggregation", "yes"}}).find("params.secure_aggregation"), std::string::npos);
+  EXPECT_NE(refused({{"secure_aggregation", {{"k", 3}}}}).find("unknown field"), std::string::npos);
+  EXPECT_TRUE(coordinator_->ListJobs(10, kAlice).empty());
+}
+
+}  // namespace
+}  // namespace claw
