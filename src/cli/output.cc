@@ -190,13 +190,13 @@ std::string Cell(const nlohmann::json& o, const char* key, const char* format, d
 void PrintPrivacySpent(const nlohmann::json& p) {
   std::string budget = p.contains("epsilon") ? ", budget " + Cell(p, "epsilon", "%g") : "";
   std::printf("  privacy: ε = %s spent at δ = %s over %lld rounds%s (each %s's delta clipped to "
-              "%s, Gaussian noise of %s × that added by the %s; secure aggregation %s)\n",
+              "%s, Gaussian noise of %s × that added to their sum by the %s; secure aggregation %s)\n",
               Cell(p, "epsilon_spent", "%.3f").c_str(), Cell(p, "delta", "%g").c_str(),
               static_cast<long long>(p.value("rounds_private", int64_t{0})), budget.c_str(),
               OneLine(p.value("unit", "device")).c_str(), Cell(p, "clip_norm", "%g").c_str(),
-              Cell(p, "noise_multiplier", "%g").c_str(),
-              p.value("secure_aggregation", false) ? "devices" : "coordinator",
-              p.value("secure_aggregation", false) ? "on" : "off");
+              Cell(p, "noise_multiplier", "%g").c_str(), "coordinator",
+              p.value("secure_aggregation", false) ? "on, each device clipping its own"
+                                                   : "off");
   if (p.contains("stopped") && p["stopped"].is_string()) {
     std::printf("  training stopped %s\n", OneLine(p["stopped"].get<std::string>(), 200).c_str());
   }
@@ -245,6 +245,23 @@ void PrintTraining(const v1::JobInfo& job, const nlohmann::json& r, bool csv) {
   }
   if (csv) return;
   if (dp) PrintPrivacySpent(r["privacy"]);
+  // Secure aggregation: how each round's sum went.
+  nlohmann::json secure;
+  for (const auto& p : r.value("rounds", nlohmann::json::array())) {
+    if (!p.is_object() || !p.contains("secure_aggregation")) continue;
+    if (secure.is_null()) secure = p["secure_aggregation"];
+    if (p.contains("abandoned") && p["abandoned"].is_string()) {
+      std::printf("  round %lld abandoned, the model unchanged: %s\n",
+                  static_cast<long long>(p.value("round", int64_t{0})),
+                  OneLine(p["abandoned"].get<std::string>(), 200).c_str());
+    }
+  }
+  if (!secure.is_null() && !dp) {
+    std::printf("  secure aggregation on: the deltas stayed on the devices; the coordinator summed "
+                "masked vectors (%s neighbours each, %s shares rebuild a secret, %s-bit ring)\n",
+                Cell(secure, "neighbours", "%.0f").c_str(), Cell(secure, "threshold", "%.0f").c_str(),
+                Cell(secure, "bits", "%.0f").c_str());
+  }
   const nlohmann::json& b = r.value("bytes", nlohmann::json::object());
   std::printf("  bytes: %.1f KB of deltas up, %.1f KB of updates down (a device that holds the "
               "last model fetches only the update); the model is %.1f KB\n",

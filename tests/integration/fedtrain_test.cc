@@ -239,6 +239,59 @@ TEST_F(Fedtrain, PrivateRoundsSurviveAVanishedAgentAndCountWhatHappened) {
   EXPECT_NE(out.find("secure aggregation off"), std::string::npos) << out;
 }
 
+// Secure aggregation over real agents: the deltas stay on the devices,
+// the coordinator sums masked vectors; an agent killed mid-training; with
+// differential privacy the devices clip and the coordinator adds noise.
+TEST_F(Fedtrain, SecureRoundsSumMaskedDeltasAcrossAgentsThatComeAndGo) {
+  CLAW_REQUIRE(NeedFashionMnist());
+  CLAW_REQUIRE(NeedMlBuild());
+  StartCoordinator();
+  StartAgent();
+  StartAgent();
+  Process& doomed = StartAgent();
+  std::string out;
+  ASSERT_EQ(Claw(Submit(3, {"--dataset", kData, "-p", "overprovision=1.5", "-p", "shards=6",
+                            "-p", R"(secure_aggregation={"step_s":20})", "-p",
+                            R"(privacy={"clip_norm":1,"noise_multiplier":0.5})"}),
+                 &out),
+            0)
+      << out;
+  std::string job = JobIn(out);
+  Client client(target(), seconds(5));
+  ASSERT_TRUE(WaitFor([&] {
+    auto j = client.GetJob(job);
+    return j.ok() && j->tasks_done() >= 2;
+  }, seconds(120)));
+  doomed.Kill(SIGKILL);
+  v1::JobInfo end = WaitForJobEnd(client, job, seconds(300));
+  ASSERT_EQ(end.state(), "done") << end.error();
+  nlohmann::json r = Result(client, job);
+  ASSERT_EQ(r["rounds"].size(), 3u) << r.dump();
+  int summed = 0;
+  for (const auto& round : r["rounds"]) {
+    ASSERT_TRUE(round.contains("secure_aggregation")) << round.dump();
+    if (round.contains("abandoned")) continue;
+    summed++;
+    EXPECT_GE(round["secure_aggregation"]["masked"].get<int>(), 2) << round.dump();
+    EXPECT_EQ(round["privacy"]["units"], round["agents"].size());
+    EXPECT_EQ(round["privacy"]["secure_aggregation"], true);
+  }
+  EXPECT_GE(summed, 2) << r.dump();
+  EXPECT_EQ(r["privacy"]["secure_aggregation"], true);
+  // No delta reached the coordinator: its blob store holds the models and
+  // the updates it made, the dataset, and nothing of the size of a delta
+  // from an agent (the round results name none).
+  for (int n = 1; n <= 3; ++n) {
+    auto round = client.Results(job + ".r" + std::to_string(n));
+    ASSERT_TRUE(round.ok());
+    for (const auto& rep : nlohmann::json::parse(round->result_json())["reports"]) {
+      EXPECT_FALSE(rep.contains("delta")) << rep.dump();
+    }
+  }
+  ASSERT_EQ(Claw({"results", job}, &out), 0) << out;
+  EXPECT_NE(out.find("secure aggregation on"), std::string::npos) << out;
+}
+
 // split=by_label: shards sorted by label (non-IID). With 10 shards a task
 // trains on about one class, so a round of two tasks leaves a model that
 // knows about two classes of ten; the same round on IID shards knows all.
