@@ -45,6 +45,10 @@ void AddUsage(CLI::App& cli, std::shared_ptr<ClientConfig> target);
 // the open ledger and the credit statistics, over the HTTP API.
 void AddLedger(CLI::App& cli, std::shared_ptr<ClientConfig> target);
 
+// `claw privacy epsilon | noise` (privacy_commands.cc): the accountant,
+// offline.
+void AddPrivacy(CLI::App& cli);
+
 // `claw agent` (and `claw agent stop`), and the hidden `claw __worker` that
 // agents start.
 void AddAgent(CLI::App& cli);

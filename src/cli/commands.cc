@@ -668,6 +668,7 @@ int RunCli(int argc, char** argv) {
   AddDemo(cli, &g_interrupted, InstallSignalHandlers);
   AddLedger(cli, target);
   AddUsage(cli, target);
+  AddPrivacy(cli);
   AddWorker(cli);
   try {
     cli.parse(argc, argv);
