@@ -34,6 +34,23 @@ TEST_F(Cli, UsageErrorsExitOneAndHelpZero) {
   EXPECT_NE(out.find("--wait"), std::string::npos) << out;
 }
 
+// The accountant offline (docs/privacy.md): dp_accounting's figure for
+// 1,000 rounds at q 0.01 and z 1 (2.10137 at δ 1e-5), and back.
+TEST_F(Cli, PrivacyGivesTheAccountantsEpsilonAndTheNoiseABudgetNeeds) {
+  std::string out;
+  ASSERT_EQ(Claw({"privacy", "epsilon", "--q", "0.01", "--noise", "1", "--rounds", "1000"}, &out), 0)
+      << out;
+  EXPECT_NE(out.find("ε = 2.10137 at δ = 1e-05"), std::string::npos) << out;
+  ASSERT_EQ(Claw({"privacy", "noise", "--q", "0.01", "--rounds", "1000", "--epsilon", "2.10137"}, &out),
+            0)
+      << out;
+  const size_t at = out.find("noise multiplier ");
+  ASSERT_NE(at, std::string::npos) << out;
+  EXPECT_NEAR(std::stod(out.substr(at + 17)), 1.0, 1e-4) << out;
+  EXPECT_EQ(Claw({"privacy", "epsilon", "--q", "2", "--noise", "1"}, &out), 1) << out;
+  EXPECT_EQ(Claw({"privacy", "noise", "--rounds", "10"}, &out), 1) << "--epsilon is required\n" << out;
+}
+
 // docs/operations.md's own command: global options after `users add`.
 TEST_F(Cli, GlobalOptionsWorkAfterAnySubcommand) {
   StartCoordinator({}, /*secure=*/true);
