@@ -41,6 +41,24 @@ class Fedtrain : public Network {
     EXPECT_TRUE(r.ok());
     return r.ok() ? nlohmann::json::parse(r->result_json(), nullptr, false) : nlohmann::json();
   }
+  // Three agents; the job of `args` runs until two tasks are done, then one
+  // agent is killed; returns the job's end and, in *out, what submit said.
+  v1::JobInfo RunKillingOneOfThree(const std::vector<std::string>& args, std::string* job,
+                                   std::string* out, seconds limit) {
+    StartCoordinator();
+    StartAgent();
+    StartAgent();
+    Process& doomed = StartAgent();
+    EXPECT_EQ(Claw(args, out), 0) << *out;
+    *job = JobIn(*out);
+    Client client(target(), seconds(5));
+    EXPECT_TRUE(WaitFor([&] {
+      auto j = client.GetJob(*job);
+      return j.ok() && j->tasks_done() >= 2;
+    }, seconds(120)));
+    doomed.Kill(SIGKILL);
+    return WaitForJobEnd(client, *job, limit);
+  }
   static std::string ModelOf(const nlohmann::json& result) {
     for (const auto& f : result["trials"][0]["files"]) {
       if (f["path"] == "model.safetensors") return f["sha256"];
@@ -169,23 +187,11 @@ TEST_F(Fedtrain, ALocalDatasetIsUsedOnlyWhereItIs) {
 TEST_F(Fedtrain, RoundsGoOnWhenAnAgentVanishes) {
   CLAW_REQUIRE(NeedFashionMnist());
   CLAW_REQUIRE(NeedMlBuild());
-  StartCoordinator();
-  StartAgent();
-  StartAgent();
-  Process& doomed = StartAgent();
-  std::string out;
-  ASSERT_EQ(Claw(Submit(6, {"--dataset", kData, "-p", "overprovision=1.5", "-p", "quorum=1"}),
-                 &out),
-            0)
-      << out;
-  std::string job = JobIn(out);
+  std::string job, out;
+  v1::JobInfo end = RunKillingOneOfThree(
+      Submit(6, {"--dataset", kData, "-p", "overprovision=1.5", "-p", "quorum=1"}), &job, &out,
+      seconds(180));
   Client client(target(), seconds(5));
-  ASSERT_TRUE(WaitFor([&] {
-    auto j = client.GetJob(job);
-    return j.ok() && j->tasks_done() >= 2;
-  }, seconds(120)));
-  doomed.Kill(SIGKILL);
-  v1::JobInfo end = WaitForJobEnd(client, job, seconds(180));
   ASSERT_EQ(end.state(), "done") << end.error();
   nlohmann::json r = Result(client, job);
   EXPECT_EQ(r["rounds"].size(), 6u);
@@ -198,27 +204,15 @@ TEST_F(Fedtrain, RoundsGoOnWhenAnAgentVanishes) {
 TEST_F(Fedtrain, PrivateRoundsSurviveAVanishedAgentAndCountWhatHappened) {
   CLAW_REQUIRE(NeedFashionMnist());
   CLAW_REQUIRE(NeedMlBuild());
-  StartCoordinator();
-  StartAgent();
-  StartAgent();
-  Process& doomed = StartAgent();
-  std::string out;
   // Three tasks a round (two workers, overprovision 1.5) over eight shards.
-  ASSERT_EQ(Claw(Submit(4, {"--dataset", kData, "-p", "overprovision=1.5", "-p", "shards=8", "-p",
-                            R"(privacy={"clip_norm":1,"noise_multiplier":0.8,"epsilon":50})"}),
-                 &out),
-            0)
-      << out;
+  std::string job, out;
+  v1::JobInfo end = RunKillingOneOfThree(
+      Submit(4, {"--dataset", kData, "-p", "overprovision=1.5", "-p", "shards=8", "-p",
+                 R"(privacy={"clip_norm":1,"noise_multiplier":0.8,"epsilon":50})"}),
+      &job, &out, seconds(240));
   EXPECT_NE(out.find("privacy: each round spends up to ε = "), std::string::npos) << out;
   EXPECT_NE(out.find("allows 4 of them"), std::string::npos) << out;
-  std::string job = JobIn(out);
   Client client(target(), seconds(5));
-  ASSERT_TRUE(WaitFor([&] {
-    auto j = client.GetJob(job);
-    return j.ok() && j->tasks_done() >= 2;
-  }, seconds(120)));
-  doomed.Kill(SIGKILL);
-  v1::JobInfo end = WaitForJobEnd(client, job, seconds(240));
   ASSERT_EQ(end.state(), "done") << end.error();
   nlohmann::json r = Result(client, job);
   ASSERT_EQ(r["rounds"].size(), 4u);
@@ -245,25 +239,13 @@ TEST_F(Fedtrain, PrivateRoundsSurviveAVanishedAgentAndCountWhatHappened) {
 TEST_F(Fedtrain, SecureRoundsSumMaskedDeltasAcrossAgentsThatComeAndGo) {
   CLAW_REQUIRE(NeedFashionMnist());
   CLAW_REQUIRE(NeedMlBuild());
-  StartCoordinator();
-  StartAgent();
-  StartAgent();
-  Process& doomed = StartAgent();
-  std::string out;
-  ASSERT_EQ(Claw(Submit(3, {"--dataset", kData, "-p", "overprovision=1.5", "-p", "shards=6",
-                            "-p", R"(secure_aggregation={"step_s":20})", "-p",
-                            R"(privacy={"clip_norm":1,"noise_multiplier":0.5})"}),
-                 &out),
-            0)
-      << out;
-  std::string job = JobIn(out);
+  std::string job, out;
+  v1::JobInfo end = RunKillingOneOfThree(
+      Submit(3, {"--dataset", kData, "-p", "overprovision=1.5", "-p", "shards=6", "-p",
+                 R"(secure_aggregation={"step_s":20})", "-p",
+                 R"(privacy={"clip_norm":1,"noise_multiplier":0.5})"}),
+      &job, &out, seconds(300));
   Client client(target(), seconds(5));
-  ASSERT_TRUE(WaitFor([&] {
-    auto j = client.GetJob(job);
-    return j.ok() && j->tasks_done() >= 2;
-  }, seconds(120)));
-  doomed.Kill(SIGKILL);
-  v1::JobInfo end = WaitForJobEnd(client, job, seconds(300));
   ASSERT_EQ(end.state(), "done") << end.error();
   nlohmann::json r = Result(client, job);
   ASSERT_EQ(r["rounds"].size(), 3u) << r.dump();
