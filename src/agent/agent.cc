@@ -471,7 +471,14 @@ void Agent::Handle(Event& e, Session& s) {
           // output announces keys instead (docs/privacy.md).
           if (!secagg_) secagg_ = std::make_unique<SecAggDevice>(blobs_.get());
           secagg_->Expire(clock_->Now(), std::chrono::minutes(30));
-          o.output = secagg_->Begin(std::move(o.output), clock_->Now());
+          auto masked = secagg_->Begin(std::move(o.output), clock_->Now());
+          if (masked.ok()) {
+            o.output = std::move(masked).value();
+          } else {
+            o.ok = false;  // never upload a delta the round wanted masked
+            o.error = masked.status().message();
+            o.output.clear();
+          }
         }
         if (o.ok && !app->OutputBlobs(o.output).empty()) {  // upload first
           uploading_.insert(o.lease_id);

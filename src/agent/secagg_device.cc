@@ -3,23 +3,29 @@
 #include <nlohmann/json.hpp>
 
 #include "common/crypto.h"
+#include <cmath>
+
 #include "rounds/privacy.h"
+#include "rounds/secure_round.h"
 #include "rounds/weights.h"
 
 namespace claw {
 
 using nlohmann::json;
 
-std::string SecAggDevice::Begin(std::string output, Time now) {
+Result<std::string> SecAggDevice::Begin(std::string output, Time now) {
+  if (output.find("\"secagg\"") == std::string::npos) return output;
   json o = json::parse(output, nullptr, false);
-  if (!o.is_object() || !o.contains("secagg") || !o["secagg"].is_object() ||
-      !o["secagg"].contains("range") || !o.contains("delta") || !o["delta"].is_string()) {
-    return output;
+  if (!o.is_object() || !o.contains("secagg")) return output;
+  if (!o["secagg"].is_object() || !(o["secagg"].value("range", -1.0) >= 0) || !o.contains("delta") ||
+      !o["delta"].is_string()) {
+    return InvalidArgument("the round asks for secure aggregation and the task's output cannot be "
+                           "masked (no delta or no range): not sent");
   }
   Pending p;
   p.client = std::make_unique<secagg::Client>(o.value("task", 0u));
   p.delta = o["delta"].get<std::string>();
-  p.range = o["secagg"].value("range", 0.0);
+  p.range = o["secagg"].value("range", 0.0);  // 0: from the model's size (SecureRange)
   p.clip = o["secagg"].value("clip", 0.0);
   p.started = now;
   const secagg::Advertisement a = p.client->Advertise();
@@ -49,18 +55,23 @@ Result<std::vector<uint32_t>> SecAggDevice::Vector(const Pending& p, const v1::S
   if (!bytes.ok()) return Status(bytes.status().code(), "the delta: " + bytes.status().message());
   auto w = rounds::ReadWeights(*bytes);
   if (!w.ok()) return w.status();
-  if (rounds::ParameterCount(*w) != down.length()) {
+  if (rounds::ParameterCount(*w) != p.length) {
     return InvalidArgument("the delta has " + std::to_string(rounds::ParameterCount(*w)) +
-                           " values; the round sums " + std::to_string(down.length()));
+                           " values; the round sums " + std::to_string(p.length));
   }
+  // The coordinator cannot see the delta any more: what it would refuse,
+  // the device refuses to send.
+  if (!std::isfinite(rounds::Norm(*w))) return InvalidArgument("the delta has a value that is not finite");
   // With differential privacy the device clips, since the coordinator will
   // see only the sum.
   if (p.clip > 0) rounds::ClipToNorm(&*w, p.clip);
   std::vector<float> flat;
   flat.reserve(down.length());
   for (const rounds::Named& t : *w) flat.insert(flat.end(), t.values.begin(), t.values.end());
+  const double range = rounds::SecureRange(p.range, p.clip, p.length);
+  if (!(range > 0)) return InvalidArgument("the range is not above 0");
   std::vector<uint32_t> x;
-  secagg::Quantize(flat, p.range, down.levels(), static_cast<int>(down.bits()), &x);
+  secagg::Quantize(flat, range, secagg::kLevels, p.bits, &x);
   return x;
 }
 
@@ -86,6 +97,8 @@ std::optional<v1::SecAggUp> SecAggDevice::Handle(const v1::SecAggDown& down) {
       for (const auto& m : down.members()) {
         roster.members.push_back({m.id(), m.c_pk(), m.s_pk(), m.commit()});
       }
+      p.bits = roster.params.bits;
+      p.length = roster.params.length;
       auto shares = p.client->ShareKeys(roster);
       if (!shares.ok()) {
         st = shares.status();

@@ -25,8 +25,10 @@ class SecAggDevice {
   // {"range", "clip"}): keeps its delta's hash and a protocol client, and
   // returns the output with the delta and its file taken out and the keys
   // announced ("secagg": {"handle", "c_pk", "s_pk", "commit"}, hex).
-  // Any other output comes back as it was.
-  std::string Begin(std::string output, Time now);
+  // Any other output comes back as it was. An error when the task asked
+  // for secure aggregation and its output cannot be taken (the agent then
+  // fails the task rather than upload the delta).
+  Result<std::string> Begin(std::string output, Time now);
   // The answer to a coordinator's message; none for a handle it does not
   // hold (forgotten, or never its).
   std::optional<v1::SecAggUp> Handle(const v1::SecAggDown& down);
@@ -41,6 +43,8 @@ class SecAggDevice {
     std::unique_ptr<secagg::Client> client;
     std::string delta;
     double range = 0, clip = 0;
+    int bits = 0;  // the round's, from its roster (step 1)
+    uint64_t length = 0;
     Time started;
   };
   Result<std::vector<uint32_t>> Vector(const Pending& p, const v1::SecAggDown& down) const;

@@ -386,7 +386,16 @@ Result<RoundRecord> RoundDriver::Aggregate(const JobRecord& job, const json& par
                {"rejected", rejected},
                {"train_loss", samples > 0 ? loss / samples : 0.0},
                {"bytes_up", bytes_up}};
-  if (!privacy.is_null()) info["privacy"] = std::move(privacy);
+  if (!privacy.is_null()) {
+    // No device's training loss or sample count is published: they are
+    // outside the noise (a membership signal).
+    info.erase("train_loss");
+    for (json& r : info["reporters"]) {
+      r.erase("train_loss");
+      r.erase("samples");
+    }
+    info["privacy"] = std::move(privacy);
+  }
   return Publish(job, *t, last, round_job, *model, combined, std::move(info));
 }
 
@@ -473,7 +482,15 @@ std::optional<Result<RoundRecord>> RoundDriver::SecureAggregate(
         auto handle = FromHex(keys.value("handle", "")), c = FromHex(keys.value("c_pk", "")),
              s = FromHex(keys.value("s_pk", "")), commit = FromHex(keys.value("commit", ""));
         if (!handle.ok() || !c.ok() || !s.ok() || !commit.ok()) continue;  // checked when it came
-        devices.push_back({task, r.value("agent", ""), *handle, {task, *c, *s, *commit}});
+        const std::string agent = r.value("agent", "");
+        // With each device a privacy unit, one vector per device: a second
+        // task of the same agent would double its reach.
+        if (t.PerDevicePrivacy() &&
+            std::any_of(devices.begin(), devices.end(),
+                        [&](const SecureRound::Device& d) { return d.agent == agent; })) {
+          continue;
+        }
+        devices.push_back({task, agent, *handle, {task, *c, *s, *commit}});
       }
       secagg::Params params = secagg::DefaultParams(static_cast<uint32_t>(devices.size()),
                                                     ParameterCount(*model), secagg::kLevels, t.min_workers);
@@ -537,15 +554,29 @@ std::optional<Result<RoundRecord>> RoundDriver::SecureAggregate(
   const int bits = ended->server().roster().params.bits;
   const std::vector<uint32_t>& sum = ended->sum();
   Weights combined = ZerosLike(*model);
-  const double step = t.secagg.range / secagg::kLevels;
+  const uint64_t length = ParameterCount(*model);
+  const double range = SecureRange(t.secagg.range, t.privacy.on ? t.privacy.clip : 0, length);
+  const double step = range / secagg::kLevels;
   size_t at = 0;
   for (Named& tensor : combined) {
     for (float& x : tensor.values) x = static_cast<float>(secagg::Signed(sum[at++], bits) * step);
   }
   const double m = static_cast<double>(reporters.size());
-  info["train_loss"] = loss / m;
+  // With privacy, no device's training loss or sample count is published:
+  // they are outside the noise (a membership signal).
   if (t.privacy.on) {
-    AddGaussianNoise(&combined, t.privacy.noise * t.privacy.clip);
+    for (json& r : reporters) {
+      r.erase("train_loss");
+      r.erase("samples");
+    }
+    info["reporters"] = reporters;
+  } else {
+    info["train_loss"] = loss / m;
+  }
+  if (t.privacy.on) {
+    // Calibrated to what one device can add after rounding, not to C.
+    const double sensitivity = SecureSensitivity(t.privacy.clip, range, length);
+    AddGaussianNoise(&combined, t.privacy.noise * sensitivity);
     std::vector<std::string> devices;
     for (const json& r : reporters) devices.push_back(r["agent"].get<std::string>());
     const bool per_device = t.PerDevicePrivacy();
@@ -556,6 +587,7 @@ std::optional<Result<RoundRecord>> RoundDriver::SecureAggregate(
                        {"round_epsilon", EpsilonSpent({spends.back()}, t.privacy.delta, per_device)},
                        {"delta", t.privacy.delta}, {"q", q},
                        {"noise_multiplier", t.privacy.noise}, {"clip_norm", t.privacy.clip},
+                       {"sensitivity", sensitivity}, {"range", range},
                        {"units", reporters.size()}, {"unit", per_device ? "device" : "shard"},
                        {"noise_added_by", "coordinator"}, {"secure_aggregation", true}};
     if (per_device) info["privacy"]["devices"] = devices;
@@ -588,11 +620,10 @@ json RoundDriver::FinalResult(const TrainingSpec& t, const std::vector<RoundReco
     per_round.push_back({{"round", r.round},
                          {"agents", agents},
                          {"rejected", info.value("rejected", json::array())},
-                         {"train_loss", info.value("train_loss", 0.0)},
                          {"bytes_up", info.value("bytes_up", 0)},
                          {"update_bytes", info.value("update_bytes", 0)},
                          {"seconds", info.value("seconds", 0.0)}});
-    for (const char* k : {"privacy", "secure_aggregation", "abandoned"}) {
+    for (const char* k : {"train_loss", "privacy", "secure_aggregation", "abandoned"}) {
       if (info.contains(k)) per_round.back()[k] = info[k];
     }
   }

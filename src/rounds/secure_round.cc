@@ -1,8 +1,22 @@
 #include "rounds/secure_round.h"
 
+#include <cmath>
+
 namespace claw::rounds {
 
 using nlohmann::json;
+
+double SecureRange(double spec_range, double clip, uint64_t length) {
+  if (spec_range > 0) return spec_range;
+  if (clip > 0 && length > 0) {
+    return 0.1 * secagg::kLevels * clip / std::sqrt(static_cast<double>(length));
+  }
+  return 1.0;
+}
+
+double SecureSensitivity(double clip, double range, uint64_t length) {
+  return clip + std::sqrt(static_cast<double>(length)) * range / secagg::kLevels;
+}
 
 Result<SecureRound> SecureRound::Start(secagg::Params params, std::vector<Device> devices,
                                        Duration step_time, Time now) {

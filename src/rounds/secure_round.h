@@ -19,6 +19,16 @@
 
 namespace claw::rounds {
 
+// The range each value is clamped to before it is quantized to ±kLevels:
+// the spec's if set; with differential privacy (clip > 0) 12.7·C / √d, so
+// that rounding can add at most a tenth of C to a clipped delta's norm
+// (√d · range / 127, see SecureSensitivity).
+double SecureRange(double spec_range, double clip, uint64_t length);
+// What one device can add to the sum's norm: C plus the most stochastic
+// rounding can add, √d · range / kLevels (clamping only shrinks it). The
+// noise is calibrated to this, not to C.
+double SecureSensitivity(double clip, double range, uint64_t length);
+
 // Coordinator -> device.
 struct SecAggSend {
   AgentId agent;

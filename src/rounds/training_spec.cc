@@ -124,7 +124,7 @@ Status ParseSecureAgg(const json& j, bool min_workers_given, TrainingSpec* s) {
     FieldReader f(j, "params.secure_aggregation");
     CLAW_RETURN_IF_ERROR(f.NoUnknownFields({"range", "step_s"}));
     Reads r;
-    s->secagg.range = r(f.Number("range", 1e-9, 1e9, 0.0), 0.0);
+    s->secagg.range = r(f.Number("range", 0, 1e9, 0.0), 0.0);  // 0: the default
     s->secagg.step_s = static_cast<uint32_t>(r(f.Integer("step_s", 1, 3600, 60)));
     CLAW_RETURN_IF_ERROR(r.status());
     s->secagg.on = true;
@@ -132,9 +132,9 @@ Status ParseSecureAgg(const json& j, bool min_workers_given, TrainingSpec* s) {
     return InvalidArgument("params.secure_aggregation: true, or {\"range\", \"step_s\"}");
   }
   if (!s->secagg.on) return Status::Ok();
-  if (s->secagg.range <= 0) {
-    s->secagg.range = s->privacy.on ? s->privacy.clip : s->inner.lr * s->inner.steps;
-  }
+  // With privacy and no range, 0: it depends on the model's size
+  // (rounds/secure_round.h, SecureRange).
+  if (s->secagg.range <= 0 && !s->privacy.on) s->secagg.range = s->inner.lr * s->inner.steps;
   if (s->rule != Rule::kMean || s->check.max_norm > 0 || s->check.norm_factor > 0) {
     return InvalidArgument("params.aggregation: with secure aggregation the coordinator sees only "
                            "the sum: rule \"mean\", no max_norm or norm_factor");

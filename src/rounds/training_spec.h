@@ -54,9 +54,10 @@ struct InnerSpec {
 struct SecureAggSpec {
   bool on = false;
   // Each value of a delta is clamped to ±range before it is quantized to
-  // ±127. Default: clip_norm with privacy (a clipped delta's values are
-  // within it), else inner.lr × inner.steps (about the most an Adam step
-  // moves a weight, per step).
+  // ±127. Default: with privacy 0, worked out from the model's size
+  // (rounds/secure_round.h, SecureRange: rounding adds at most a tenth of
+  // clip_norm to a delta's norm); else inner.lr × inner.steps (about the
+  // most an Adam step moves a weight, per step).
   double range = 0;
   uint32_t step_s = 60;  // how long each protocol step waits for devices
 };

@@ -122,7 +122,11 @@ Status CheckParams(const Params& p, size_t members) {
     return InvalidArgument("secure aggregation: min_survivors below 2 would unmask one device's vector");
   }
   if (p.length == 0 || p.length > (uint64_t{1} << 32)) return InvalidArgument("secure aggregation: vector length");
-  if (members > 255 * 255) return InvalidArgument("secure aggregation: too many devices");
+  if (p.neighbours > 255) {
+    return InvalidArgument("secure aggregation: " + std::to_string(p.neighbours) +
+                           " neighbours; shares are numbered 1..255");
+  }
+  if (members > (uint64_t{1} << 24)) return InvalidArgument("secure aggregation: too many devices");
   return Status::Ok();
 }
 
@@ -199,6 +203,14 @@ Result<std::vector<SealedShare>> Client::ShareKeys(const Roster& roster) {
     return InvalidArgument("secure aggregation: the roster does not hold this device's own keys");
   }
   std::vector<DeviceId> neighbours = Neighbours(roster, id_);
+  // More than half of the neighbours must be needed to rebuild a secret:
+  // then no coordinator can gather t self-mask shares and t key shares of
+  // one device from honest neighbours, each of whom reveals only one kind.
+  if (2 * roster.params.threshold <= neighbours.size() || neighbours.size() > 255) {
+    return InvalidArgument("secure aggregation: threshold " + std::to_string(roster.params.threshold) +
+                           " of " + std::to_string(neighbours.size()) +
+                           " neighbours; it must be more than half of them (and at most 255 neighbours)");
+  }
   if (neighbours.size() < roster.params.threshold) {
     return InvalidArgument("secure aggregation: " + std::to_string(neighbours.size()) +
                            " neighbours, fewer than the threshold " +
@@ -511,6 +523,11 @@ Result<std::vector<uint32_t>> Server::Sum() const {
   }
   for (DeviceId d : u2_) {
     if (u3_.count(d)) continue;
+    // Its masks are in the sum only through neighbours that sent vectors.
+    const std::vector<DeviceId>& theirs = neighbours_.at(d);
+    if (std::none_of(theirs.begin(), theirs.end(), [&](DeviceId v) { return u3_.count(v) > 0; })) {
+      continue;
+    }
     const Advertisement* a = Member(d);
     auto sk = rebuild(d, [&](const std::string& s) { return PublicOf(s) == a->s_pk; });
     if (!sk.ok()) return sk.status();

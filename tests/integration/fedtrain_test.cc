@@ -257,6 +257,11 @@ TEST_F(Fedtrain, SecureRoundsSumMaskedDeltasAcrossAgentsThatComeAndGo) {
     EXPECT_GE(round["secure_aggregation"]["masked"].get<int>(), 2) << round.dump();
     EXPECT_EQ(round["privacy"]["units"], round["agents"].size());
     EXPECT_EQ(round["privacy"]["secure_aggregation"], true);
+    // The noise is calibrated to what a device can add after rounding: at
+    // most a tenth above the clip norm with the range worked out for it.
+    EXPECT_GT(round["privacy"]["sensitivity"].get<double>(), 1.0) << round.dump();
+    EXPECT_LE(round["privacy"]["sensitivity"].get<double>(), 1.1 + 1e-9) << round.dump();
+    EXPECT_FALSE(round.contains("train_loss")) << "no training loss is published with privacy";
   }
   EXPECT_GE(summed, 2) << r.dump();
   EXPECT_EQ(r["privacy"]["secure_aggregation"], true);

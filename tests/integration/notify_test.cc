@@ -163,11 +163,12 @@ TEST_F(Notify, AJobsEndReachesItsOwnerByEmailOverStartTlsAndNeverInTheClear) {
   // No STARTTLS offered: the coordinator gives up rather than send in clear.
   agents_.clear();
   run(clear_port, "bob@example.org");
+  // (The output holds the first coordinator's lines too, its 451 among them:
+  // wait for this one's refusal itself.)
   ASSERT_TRUE(WaitFor([&] {
-    return coordinator_->Output().find("notification job.done to target") != std::string::npos;
+    return coordinator_->Output().find("STARTTLS") != std::string::npos;
   }, std::chrono::seconds(30))) << coordinator_->Tail();
   EXPECT_TRUE(std::filesystem::is_empty(clear)) << "a message went out without TLS";
-  EXPECT_NE(coordinator_->Output().find("STARTTLS"), std::string::npos) << coordinator_->Tail();
 
   // A malformed address is refused, naming why; nothing is stored.
   const std::string http = "http://127.0.0.1:" + std::to_string(http_port_);

@@ -376,6 +376,11 @@ TEST(SecAgg, ARosterWithoutTheDevicesOwnKeysOrWithALowOrderKeyIsRefused) {
   Roster weak = roster;
   weak.members[2].s_pk = std::string(32, '\0');
   EXPECT_NE(b.ShareKeys(weak).status().message().find("low order"), std::string::npos);
+  // A threshold of half the neighbours or less would let a coordinator
+  // gather both kinds of share of one device from honest neighbours.
+  Roster low = roster;
+  low.params.threshold = 1;
+  EXPECT_NE(b.ShareKeys(low).status().message().find("more than half"), std::string::npos);
   // Refusals left it able to go on with the real roster.
   EXPECT_TRUE(b.ShareKeys(roster).ok());
   EXPECT_EQ(b.ShareKeys(roster).status().code(), StatusCode::kFailedPrecondition) << "twice";

@@ -42,7 +42,7 @@ class SecureTraining : public RoundTraining {
                 {"eval", {{"loss_sum", 10.0}, {"correct", 7}, {"count", 10}}},
                 {"files", json::array({{{"path", "delta.safetensors"}, {"sha256", *h}}})},
                 {"secagg", p["secagg"]}};
-    std::string announced = d.secagg->Begin(out.dump(), clock_.Now());
+    std::string announced = d.secagg->Begin(out.dump(), clock_.Now()).value();
     json o = json::parse(announced);
     EXPECT_FALSE(o.contains("delta")) << "the delta stays on the device";
     EXPECT_TRUE(o["files"].empty());
