@@ -271,7 +271,8 @@ TEST_F(Fedtrain, SecureRoundsSumMaskedDeltasAcrossAgentsThatComeAndGo) {
   for (int n = 1; n <= 3; ++n) {
     auto round = client.Results(job + ".r" + std::to_string(n));
     ASSERT_TRUE(round.ok());
-    for (const auto& rep : nlohmann::json::parse(round->result_json())["reports"]) {
+    const nlohmann::json round_result = nlohmann::json::parse(round->result_json());
+    for (const auto& rep : round_result["reports"]) {
       EXPECT_FALSE(rep.contains("delta")) << rep.dump();
     }
   }

@@ -143,7 +143,8 @@ TEST_F(SecureTraining, TheCoordinatorGetsTheMeanOfTheDeltasAndNeverOneOfThem) {
   // masked vectors that are not the quantized deltas.
   auto round_job = coordinator_->GetResults(*job + ".r1", kAlice);
   ASSERT_TRUE(round_job.ok());
-  for (const auto& r : json::parse(round_job->second)["reports"]) {
+  const json round_result = json::parse(round_job->second);  // not a temporary: it is iterated
+  for (const auto& r : round_result["reports"]) {
     EXPECT_FALSE(r.contains("delta")) << r.dump();
     EXPECT_TRUE(r.contains("secagg"));
   }
