@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,6 +32,7 @@ import torch.multiprocessing as mp
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from claw_net import free_port, metrics  # noqa: E402
 from pytorch_fashion import Net, idx  # noqa: E402
 
 DATA = "/usr/share/datasets/fashion-mnist"
@@ -128,9 +128,7 @@ def ddp_worker(rank, a, port, out):
 
 
 def run_ddp(a):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     procs = [ctx.Process(target=ddp_worker, args=(r, a, port, out)) for r in range(2)]
@@ -140,22 +138,6 @@ def run_ddp(a):
     for p in procs:
         p.join()
     return result
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def metrics(http):
-    text = urllib.request.urlopen(f"http://127.0.0.1:{http}/metrics").read().decode()
-    m = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            k, v = line.split()
-            m[k] = float(v)
-    return m
 
 
 def run_fedtrain(a):

@@ -30,21 +30,18 @@ import os
 import random
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 import urllib.request
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from claw_net import free_port  # noqa: E402
+
 DATA = "/usr/share/datasets/fashion-mnist"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def get_json(url):

@@ -20,29 +20,16 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from claw_net import free_port, metrics  # noqa: E402
+
 DATA = "/usr/share/datasets/fashion-mnist"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def metrics(http):
-    text = urllib.request.urlopen(f"http://127.0.0.1:{http}/metrics").read().decode()
-    m = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            k, v = line.split()
-            m[k] = float(v)
-    return m
 
 
 def run(a, n, secure):

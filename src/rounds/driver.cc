@@ -51,6 +51,28 @@ double ProjectedEpsilon(const TrainingSpec& t, const std::vector<RoundRecord>& r
   return EpsilonSpent(spends, t.privacy.delta, t.PerDevicePrivacy());
 }
 
+// A round's privacy record: what it spent (with every stored round before
+// it), and how. `devices`: who took part, when devices are the units.
+json RoundPrivacy(const TrainingSpec& t, const std::vector<RoundRecord>& rounds, size_t units,
+                  std::vector<std::string> devices, bool secure) {
+  const bool per_device = t.PerDevicePrivacy();
+  const double q = per_device ? 1.0 : static_cast<double>(units) / t.shards;
+  std::vector<RoundSpend> spends = Spends(rounds);
+  spends.push_back(RoundSpend{q, t.privacy.noise, per_device ? devices : std::vector<std::string>{}});
+  json p = {{"epsilon", EpsilonSpent(spends, t.privacy.delta, per_device)},
+            {"round_epsilon", EpsilonSpent({spends.back()}, t.privacy.delta, per_device)},
+            {"delta", t.privacy.delta},
+            {"q", q},
+            {"noise_multiplier", t.privacy.noise},
+            {"clip_norm", t.privacy.clip},
+            {"units", units},
+            {"unit", per_device ? "device" : "shard"},
+            {"noise_added_by", "coordinator"},
+            {"secure_aggregation", secure}};
+  if (per_device) p["devices"] = std::move(devices);
+  return p;
+}
+
 std::string Percent(double x) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f%%", 100 * x);
@@ -354,22 +376,8 @@ Result<RoundRecord> RoundDriver::Aggregate(const JobRecord& job, const json& par
     }
     PrivateMean dp = PrivateAverage(t->privacy, std::move(units));
     combined = std::move(dp.mean);
-    const double q = t->PerDevicePrivacy() ? 1.0 : static_cast<double>(dp.units) / t->shards;
-    std::vector<RoundSpend> spends = Spends(rounds);
-    spends.push_back(RoundSpend{q, t->privacy.noise, devices});
-    const bool per_device = t->PerDevicePrivacy();
-    privacy = {{"epsilon", EpsilonSpent(spends, t->privacy.delta, per_device)},
-               {"round_epsilon", EpsilonSpent({spends.back()}, t->privacy.delta, per_device)},
-               {"delta", t->privacy.delta},
-               {"q", q},
-               {"noise_multiplier", t->privacy.noise},
-               {"clip_norm", t->privacy.clip},
-               {"units", dp.units},
-               {"clipped", dp.clipped},
-               {"unit", per_device ? "device" : "shard"},
-               {"noise_added_by", "coordinator"},
-               {"secure_aggregation", false}};
-    if (per_device) privacy["devices"] = devices;
+    privacy = RoundPrivacy(*t, rounds, dp.units, std::move(devices), false);
+    privacy["clipped"] = dp.clipped;
   } else {
     combined = Combine(deltas, verdicts.accepted, t->rule, t->trim);
   }
@@ -519,7 +527,7 @@ std::optional<Result<RoundRecord>> RoundDriver::SecureAggregate(
   double loss = 0;
   if (ended) {
     info["secure_aggregation"] = ended->Info();
-    info["bytes_up"] = ended->Info()["bytes_up"];
+    info["bytes_up"] = info["secure_aggregation"]["bytes_up"];
     if (ended->done()) {
       for (secagg::DeviceId id : ended->server().masked()) {
         const json& r = reports[id];
@@ -579,18 +587,10 @@ std::optional<Result<RoundRecord>> RoundDriver::SecureAggregate(
     AddGaussianNoise(&combined, t.privacy.noise * sensitivity);
     std::vector<std::string> devices;
     for (const json& r : reporters) devices.push_back(r["agent"].get<std::string>());
-    const bool per_device = t.PerDevicePrivacy();
-    const double q = per_device ? 1.0 : m / t.shards;
-    std::vector<RoundSpend> spends = Spends(rounds);
-    spends.push_back(RoundSpend{q, t.privacy.noise, per_device ? devices : std::vector<std::string>{}});
-    info["privacy"] = {{"epsilon", EpsilonSpent(spends, t.privacy.delta, per_device)},
-                       {"round_epsilon", EpsilonSpent({spends.back()}, t.privacy.delta, per_device)},
-                       {"delta", t.privacy.delta}, {"q", q},
-                       {"noise_multiplier", t.privacy.noise}, {"clip_norm", t.privacy.clip},
-                       {"sensitivity", sensitivity}, {"range", range},
-                       {"units", reporters.size()}, {"unit", per_device ? "device" : "shard"},
-                       {"noise_added_by", "coordinator"}, {"secure_aggregation", true}};
-    if (per_device) info["privacy"]["devices"] = devices;
+    json privacy = RoundPrivacy(t, rounds, reporters.size(), std::move(devices), true);
+    privacy["sensitivity"] = sensitivity;
+    privacy["range"] = range;
+    info["privacy"] = std::move(privacy);
   }
   for (Named& tensor : combined) {
     for (float& x : tensor.values) x = static_cast<float>(x / m);
