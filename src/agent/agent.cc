@@ -472,6 +472,7 @@ void Agent::Handle(Event& e, Session& s) {
           if (!secagg_) secagg_ = std::make_unique<SecAggDevice>(blobs_.get());
           secagg_->Expire(clock_->Now(), std::chrono::minutes(30));
           auto masked = secagg_->Begin(std::move(o.output), clock_->Now());
+          PinSecAggDeltas();  // the delta stays in the cache until its round's sum
           if (masked.ok()) {
             o.output = std::move(masked).value();
           } else {
@@ -580,6 +581,7 @@ void Agent::Handle(Event& e, Session& s) {
       if (!secagg_) break;
       if (auto reply = secagg_->Handle(down)) *up.add_secagg() = std::move(*reply);
     }
+    PinSecAggDeltas();
     if (up.secagg_size() > 0 && !s.Write(up)) s.ended = true;
   }
   if (m.drain()) withdraw_ = true;

@@ -154,6 +154,8 @@ class Agent {
   void Pin(uint64_t lease, std::vector<std::string> hashes);
   void Unpin(uint64_t lease);
   bool Pinned(std::string_view hash);
+  // Pins what secagg_ holds now (after it began, answered or forgot a round).
+  void PinSecAggDeltas();
   // Forgets that the lease's task has files, and unpins its inputs.
   void ForgetFiles(uint64_t lease);
   void TransferLoop();
@@ -210,6 +212,8 @@ class Agent {
   Mutex pins_mu_;
   std::unordered_map<uint64_t, std::vector<std::string>> pins_by_lease_ CLAW_GUARDED_BY(pins_mu_);
   std::unordered_map<std::string, int> pins_ CLAW_GUARDED_BY(pins_mu_);
+  // The deltas secure aggregation holds until their rounds' sums.
+  std::unordered_set<std::string> secagg_pins_ CLAW_GUARDED_BY(pins_mu_);
 
   // Owned by the Run() thread.
   std::map<uint64_t, Report> unacked_;  // reports not yet acknowledged

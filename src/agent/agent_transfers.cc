@@ -3,6 +3,7 @@
 // the coordinator is out of reach; and the pins that keep a running
 // task's blobs in the cache.
 #include "agent/agent.h"
+#include "agent/secagg_device.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -129,8 +130,15 @@ void Agent::Unpin(uint64_t lease) {
 }
 
 bool Agent::Pinned(std::string_view hash) {
+  const std::string h(hash);
   MutexLock lock(pins_mu_);
-  return pins_.count(std::string(hash)) > 0;
+  return pins_.count(h) > 0 || secagg_pins_.count(h) > 0;
+}
+
+void Agent::PinSecAggDeltas() {
+  std::vector<std::string> deltas = secagg_ ? secagg_->Deltas() : std::vector<std::string>{};
+  MutexLock lock(pins_mu_);
+  secagg_pins_ = {deltas.begin(), deltas.end()};
 }
 
 void Agent::ForgetFiles(uint64_t lease) {

@@ -86,7 +86,9 @@ RoundDriver::RoundDriver(RoundHost* host, const BlobDir* blobs, Logger log)
 
 void RoundDriver::Step() {
   MutexLock step(step_mu_);
+  std::set<JobId> running;
   for (const JobRecord& job : host_->RunningTrainings()) {
+    running.insert(job.id);
     // Each pass moves one step (submit, aggregate, end); a few at once keep
     // a restart or a quick round from waiting for the next Step.
     for (int i = 0; i < 4; ++i) {
@@ -100,9 +102,32 @@ void RoundDriver::Step() {
       }
       if (!moved) break;
       auto v = host_->Job(job.id);
-      if (!v || IsFinal(v->record.state)) break;
+      if (!v || IsFinal(v->record.state)) {
+        running.erase(job.id);
+        break;
+      }
     }
   }
+  ForgetSecureRounds(running);
+}
+
+void RoundDriver::ForgetSecureRounds(const std::set<JobId>& running) {
+  std::vector<SecAggSend> sends;
+  {
+    MutexLock lock(secure_mu_);
+    for (auto it = secure_.begin(); it != secure_.end();) {
+      if (running.count(it->second.training)) {
+        ++it;
+        continue;
+      }
+      log_->info("training job={} ended during round {}'s secure aggregation: its devices are told",
+                 it->second.training, it->first);
+      it->second.round.Cancel("the training ended");
+      for (SecAggSend& s : it->second.round.TakeSends()) sends.push_back(std::move(s));
+      it = secure_.erase(it);
+    }
+  }
+  host_->SendSecAgg(std::move(sends));
 }
 
 std::optional<RoundDriver::Progress> RoundDriver::ProgressOf(const JobId& job) const {
@@ -205,6 +230,16 @@ bool RoundDriver::StepOne(const JobRecord& job) {
       json res = json::parse(v->record.result_json, nullptr, false);
       r0.model = res.is_object() ? res.value("model", "") : "";
       r0.finished = v->record.finished;
+    }
+    if (t->secagg.on) {
+      // Refused before any round trains, when its masked vectors could not
+      // travel.
+      auto model = LoadWeights(*blobs_, r0.model);
+      Status fits = model.ok() ? SecureVectorFits(ParameterCount(*model), t->TasksPerRound()) : Status::Ok();
+      if (!fits.ok()) {
+        End(job.id, JobState::kFailed, "", fits.message());
+        return false;
+      }
     }
     auto size = blobs_->Size(r0.model);
     r0.info_json = json{{"round", 0}, {"model_bytes", size.ok() ? *size : 0}}.dump();
@@ -456,8 +491,8 @@ Status RoundDriver::OnSecAgg(const AgentId& agent, const SecAggReply& reply) {
   Status st = NotFound("secure aggregation: no round in progress has this device");
   {
     MutexLock lock(secure_mu_);
-    for (auto& [round, r] : secure_) {
-      st = r.OnReply(agent, reply);
+    for (auto& [round, pending] : secure_) {
+      st = pending.round.OnReply(agent, reply);
       if (st.code() != StatusCode::kNotFound) break;
     }
   }
@@ -469,6 +504,32 @@ std::optional<Result<RoundRecord>> RoundDriver::SecureAggregate(
     const JobView& round_job) {
   const RoundRecord& last = rounds.back();
   const uint32_t n = last.round + 1;
+  // While the protocol goes on, each Step only moves it: the model and the
+  // round's reports are read when it starts and when it ends.
+  std::vector<SecAggSend> sends;
+  std::optional<SecureRound> ended;
+  bool started = false;
+  {
+    MutexLock lock(secure_mu_);
+    auto it = secure_.find(round_job.record.id);
+    if (it != secure_.end()) {
+      started = true;
+      SecureRound& r = it->second.round;
+      r.Advance(host_->Now());
+      sends = r.TakeSends();
+      if (r.closed() || !r.abandoned().empty()) {
+        ended.emplace(std::move(r));
+        secure_.erase(it);
+      }
+    }
+  }
+  if (ended) {
+    ended->Finish(host_->Now());  // unmasking, without holding up the devices' replies
+    for (SecAggSend& s : ended->TakeSends()) sends.push_back(std::move(s));
+  }
+  host_->SendSecAgg(std::move(sends));
+  if (started && !ended) return std::nullopt;
+
   auto model = LoadWeights(*blobs_, last.model);
   if (!model.ok()) return Result<RoundRecord>(Status(model.status().code(), "model: " + model.status().message()));
   json res = json::parse(round_job.record.result_json, nullptr, false);
@@ -476,51 +537,47 @@ std::optional<Result<RoundRecord>> RoundDriver::SecureAggregate(
   std::map<uint32_t, json> reports;  // by task
   for (const json& r : res["reports"]) reports[r.value("task", 0u)] = r;
 
-  std::vector<SecAggSend> sends;
-  std::optional<SecureRound> ended;
   std::string why;
-  {
-    MutexLock lock(secure_mu_);
-    auto it = secure_.find(round_job.record.id);
-    if (it == secure_.end()) {
-      std::vector<SecureRound::Device> devices;
-      for (const auto& [task, r] : reports) {
-        const json keys = r.value("secagg", json());
-        if (!keys.is_object()) continue;
-        auto handle = FromHex(keys.value("handle", "")), c = FromHex(keys.value("c_pk", "")),
-             s = FromHex(keys.value("s_pk", "")), commit = FromHex(keys.value("commit", ""));
-        if (!handle.ok() || !c.ok() || !s.ok() || !commit.ok()) continue;  // checked when it came
-        const std::string agent = r.value("agent", "");
-        // With each device a privacy unit, one vector per device: a second
-        // task of the same agent would double its reach.
-        if (t.PerDevicePrivacy() &&
-            std::any_of(devices.begin(), devices.end(),
-                        [&](const SecureRound::Device& d) { return d.agent == agent; })) {
-          continue;
-        }
-        devices.push_back({task, agent, *handle, {task, *c, *s, *commit}});
+  if (!started) {
+    std::vector<SecureRound::Device> devices;
+    for (const auto& [task, r] : reports) {
+      const json keys = r.value("secagg", json());
+      if (!keys.is_object()) continue;
+      auto handle = FromHex(keys.value("handle", "")), c = FromHex(keys.value("c_pk", "")),
+           s = FromHex(keys.value("s_pk", "")), commit = FromHex(keys.value("commit", ""));
+      if (!handle.ok() || !c.ok() || !s.ok() || !commit.ok()) continue;  // checked when it came
+      const std::string agent = r.value("agent", "");
+      // With each device a privacy unit, one vector per device: a second
+      // task of the same agent would double its reach.
+      if (t.PerDevicePrivacy() &&
+          std::any_of(devices.begin(), devices.end(),
+                      [&](const SecureRound::Device& d) { return d.agent == agent; })) {
+        continue;
       }
-      secagg::Params params = secagg::DefaultParams(static_cast<uint32_t>(devices.size()),
-                                                    ParameterCount(*model), secagg::kLevels, t.min_workers);
-      auto started = SecureRound::Start(params, std::move(devices),
-                                        std::chrono::seconds(t.secagg.step_s), host_->Now());
-      if (!started.ok()) {
-        why = started.status().message();
-      } else {
-        it = secure_.emplace(round_job.record.id, std::move(started).value()).first;
-      }
+      devices.push_back({task, agent, *handle, {task, *c, *s, *commit}});
     }
-    if (it != secure_.end()) {
-      it->second.Advance(host_->Now());
-      sends = it->second.TakeSends();
-      if (it->second.done() || !it->second.abandoned().empty()) {
-        ended.emplace(std::move(it->second));
-        secure_.erase(it);
+    const uint64_t length = ParameterCount(*model);
+    if (Status fits = SecureVectorFits(length, static_cast<uint32_t>(devices.size())); !fits.ok()) {
+      return Result<RoundRecord>(fits);
+    }
+    secagg::Params params = secagg::DefaultParams(static_cast<uint32_t>(devices.size()), length,
+                                                  secagg::kLevels, t.min_workers);
+    auto round = SecureRound::Start(params, std::move(devices), std::chrono::seconds(t.secagg.step_s),
+                                    host_->Now());
+    if (!round.ok()) {
+      why = round.status().message();
+    } else {
+      {
+        // Registered before its first messages go, so that no reply finds
+        // no round.
+        MutexLock lock(secure_mu_);
+        auto it = secure_.emplace(round_job.record.id, SecurePending{job.id, std::move(round).value()}).first;
+        sends = it->second.round.TakeSends();
       }
+      host_->SendSecAgg(std::move(sends));
+      return std::nullopt;
     }
   }
-  host_->SendSecAgg(std::move(sends));
-  if (!ended && why.empty()) return std::nullopt;
 
   json info = {{"round", n}, {"tasks", round_job.record.n_tasks}, {"rejected", json::array()}};
   json reporters = json::array();

@@ -21,6 +21,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -98,6 +99,9 @@ class RoundDriver {
                               const JobView& round_job, const Weights& model, const Weights& combined,
                               nlohmann::json info);
   void End(const JobId& job, JobState state, std::string result, std::string error);
+  // Cancels the secure rounds of trainings no longer running (cancelled,
+  // failed) and tells their devices.
+  void ForgetSecureRounds(const std::set<JobId>& running) CLAW_EXCLUDES(secure_mu_);
   Result<std::string> PutBlob(const std::string& bytes, const std::string& owner);
   nlohmann::json FinalResult(const TrainingSpec& t, const std::vector<RoundRecord>& rounds,
                              const JobView& eval);
@@ -111,7 +115,11 @@ class RoundDriver {
   std::map<JobId, Progress> progress_ CLAW_GUARDED_BY(mu_);
   std::map<JobId, JobId> current_ CLAW_GUARDED_BY(mu_);
   Mutex secure_mu_;  // replies come on sessions' threads
-  std::map<JobId, SecureRound> secure_ CLAW_GUARDED_BY(secure_mu_);  // by round job
+  struct SecurePending {
+    JobId training;
+    SecureRound round;
+  };
+  std::map<JobId, SecurePending> secure_ CLAW_GUARDED_BY(secure_mu_);  // by round job
 };
 
 }  // namespace claw::rounds

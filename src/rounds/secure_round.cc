@@ -1,5 +1,6 @@
 #include "rounds/secure_round.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace claw::rounds {
@@ -18,12 +19,31 @@ double SecureSensitivity(double clip, double range, uint64_t length) {
   return clip + std::sqrt(static_cast<double>(length)) * range / secagg::kLevels;
 }
 
+Status SecureVectorFits(uint64_t length, uint32_t devices) {
+  const int bits = secagg::RingBits(std::max<uint32_t>(devices, 1), secagg::kLevels);
+  const uint64_t bytes = (length * static_cast<uint64_t>(bits) + 7) / 8;
+  if (bytes <= kMaxMaskedBytes) return Status::Ok();
+  return InvalidArgument("secure aggregation: a masked vector of this model (" + std::to_string(length) +
+                         " values at " + std::to_string(bits) + " bits for " + std::to_string(devices) +
+                         " devices) takes " + std::to_string(bytes >> 20) + " MiB, over the " +
+                         std::to_string(kMaxMaskedBytes >> 20) +
+                         " MiB a session message carries; train a smaller model (or LoRA "
+                         "adapters) or turn secure aggregation off");
+}
+
 Result<SecureRound> SecureRound::Start(secagg::Params params, std::vector<Device> devices,
                                        Duration step_time, Time now) {
   secagg::Server server(params);
+  // A handle or key two devices announced: neither is kept (one of them
+  // copied the other's; which one cannot be told).
+  std::map<std::string, int> seen;
+  for (const Device& d : devices) {
+    for (const std::string* k : {&d.handle, &d.keys.c_pk, &d.keys.s_pk}) seen[*k]++;
+  }
   std::vector<Device> kept;
   for (Device& d : devices) {
     d.keys.id = d.id;
+    if (seen[d.handle] > 1 || seen[d.keys.c_pk] > 1 || seen[d.keys.s_pk] > 1) continue;
     if (server.Advertise(d.keys).ok()) kept.push_back(std::move(d));  // else: as if it vanished
   }
   auto roster = server.CloseAdvertising();
@@ -69,7 +89,7 @@ void SecureRound::Abandon(std::string why) {
 }
 
 Status SecureRound::OnReply(const AgentId& agent, const SecAggReply& reply) {
-  if (done_ || !abandoned_.empty()) return FailedPrecondition("secure aggregation: the round is over");
+  if (step_ > 3 || !abandoned_.empty()) return FailedPrecondition("secure aggregation: the round is over");
   auto h = by_handle_.find(reply.handle);
   if (h == by_handle_.end()) return NotFound("secure aggregation: no such round on this coordinator");
   const Device& d = devices_.at(h->second);
@@ -110,7 +130,7 @@ void SecureRound::Next(Time now) {
 }
 
 void SecureRound::Advance(Time now) {
-  if (done_ || !abandoned_.empty()) return;
+  if (step_ > 3 || !abandoned_.empty()) return;
   const std::set<secagg::DeviceId>* expected = nullptr;
   std::set<secagg::DeviceId> all;
   for (const auto& [id, d] : devices_) all.insert(id);
@@ -127,15 +147,17 @@ void SecureRound::Advance(Time now) {
     auto request = server_.CloseMasking();
     if (!request.ok()) return Abandon(request.status().message());
     for (secagg::DeviceId id : server_.masked()) Send(devices_.at(id), 3, {}, request->masked);
-  } else {
-    auto sum = server_.Sum();
-    if (!sum.ok()) return Abandon(sum.status().message());
-    sum_ = std::move(sum).value();
-    done_ = true;
-    finished_ = now;
-    return;
   }
-  Next(now);
+  Next(now);  // past step 3: closed
+}
+
+void SecureRound::Finish(Time now) {
+  if (!closed()) return;
+  auto sum = server_.Sum();
+  if (!sum.ok()) return Abandon(sum.status().message());
+  sum_ = std::move(sum).value();
+  done_ = true;
+  finished_ = now;
 }
 
 json SecureRound::Info() const {

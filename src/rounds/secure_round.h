@@ -29,6 +29,14 @@ double SecureRange(double spec_range, double clip, uint64_t length);
 // noise is calibrated to this, not to C.
 double SecureSensitivity(double clip, double range, uint64_t length);
 
+// The most a masked vector may take: it travels in one session message,
+// and the coordinator's and agents' limit is 16 MiB (with room for the
+// message around it).
+constexpr uint64_t kMaxMaskedBytes = uint64_t{15} << 20;
+// InvalidArgument, saying by how much, when a model of `length` values
+// summed over up to `devices` devices cannot be masked within it.
+Status SecureVectorFits(uint64_t length, uint32_t devices);
+
 // Coordinator -> device.
 struct SecAggSend {
   AgentId agent;
@@ -58,8 +66,10 @@ class SecureRound {
     std::string handle;
     secagg::Advertisement keys;
   };
-  // Fixes the roster of the devices that announced keys. FailedPrecondition
-  // when fewer than params.min_survivors did.
+  // Fixes the roster of the devices that announced keys (a device whose
+  // keys or handle another device also announced is left out, as if it
+  // vanished). FailedPrecondition when fewer than params.min_survivors are
+  // left.
   static Result<SecureRound> Start(secagg::Params params, std::vector<Device> devices,
                                    Duration step_time, Time now);
 
@@ -69,8 +79,15 @@ class SecureRound {
   // not from the device's own agent, for another step, or does not fit.
   Status OnReply(const AgentId& agent, const SecAggReply& reply);
   // Moves on when every device of the step has replied or its deadline
-  // passed. Then done() or abandoned().
+  // passed. After the last step, closed(): no reply is taken any more, and
+  // Finish() unmasks the sum (the costly part, which the caller may run
+  // without holding what serialises replies). Then done() or abandoned().
   void Advance(Time now);
+  bool closed() const { return step_ > 3 && !done_ && abandoned_.empty(); }
+  void Finish(Time now);
+  // Ends the round before its sum (the training was cancelled or failed):
+  // every device is told to forget it.
+  void Cancel(std::string why) { Abandon(std::move(why)); }
   bool done() const { return done_; }
   const std::string& abandoned() const { return abandoned_; }
   // The sum of the vectors of the devices that sent one (ring elements).

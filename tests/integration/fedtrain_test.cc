@@ -44,11 +44,12 @@ class Fedtrain : public Network {
   // Three agents; the job of `args` runs until two tasks are done, then one
   // agent is killed; returns the job's end and, in *out, what submit said.
   v1::JobInfo RunKillingOneOfThree(const std::vector<std::string>& args, std::string* job,
-                                   std::string* out, seconds limit) {
+                                   std::string* out, seconds limit,
+                                   const std::vector<std::string>& agent_args = {}) {
     StartCoordinator();
-    StartAgent();
-    StartAgent();
-    Process& doomed = StartAgent();
+    StartAgent(1, agent_args);
+    StartAgent(1, agent_args);
+    Process& doomed = StartAgent(1, agent_args);
     EXPECT_EQ(Claw(args, out), 0) << *out;
     *job = JobIn(*out);
     Client client(target(), seconds(5));
@@ -236,6 +237,8 @@ TEST_F(Fedtrain, PrivateRoundsSurviveAVanishedAgentAndCountWhatHappened) {
 // Secure aggregation over real agents: the deltas stay on the devices,
 // the coordinator sums masked vectors; an agent killed mid-training; with
 // differential privacy the devices clip and the coordinator adds noise.
+// The agents' blob caches are as small as can be: a delta waiting for its
+// round's sum is kept all the same.
 TEST_F(Fedtrain, SecureRoundsSumMaskedDeltasAcrossAgentsThatComeAndGo) {
   CLAW_REQUIRE(NeedFashionMnist());
   CLAW_REQUIRE(NeedMlBuild());
@@ -244,7 +247,7 @@ TEST_F(Fedtrain, SecureRoundsSumMaskedDeltasAcrossAgentsThatComeAndGo) {
       Submit(3, {"--dataset", kData, "-p", "overprovision=1.5", "-p", "shards=6", "-p",
                  R"(secure_aggregation={"step_s":20})", "-p",
                  R"(privacy={"clip_norm":1,"noise_multiplier":0.5})"}),
-      &job, &out, seconds(300));
+      &job, &out, seconds(300), {"--cache-mb", "0"});
   Client client(target(), seconds(5));
   ASSERT_EQ(end.state(), "done") << end.error();
   nlohmann::json r = Result(client, job);
@@ -315,6 +318,14 @@ TEST_F(Fedtrain, ALiarsDeltasAreRefusedAndTheModelTrainsOn) {
   StartAgent();
   StartAgent();
   StartAgent(1, {"--misbehave", "scale=100"});
+  Client client(target(), seconds(5));
+  // Every agent connected before the training starts: rounds this short
+  // could otherwise run on the first two alone.
+  ASSERT_TRUE(WaitFor([&] {
+    auto agents = client.ListAgents();
+    return agents.ok() && std::count_if(agents->begin(), agents->end(),
+                                        [](const v1::AgentInfo& a) { return a.connected(); }) == 3;
+  }, seconds(60)));
   std::string out;
   // Three workers a round, all needed: the liar takes part in every round.
   ASSERT_EQ(Claw(Submit(3, {"--dataset", kData, "-p", "workers=3", "-p",
@@ -323,7 +334,6 @@ TEST_F(Fedtrain, ALiarsDeltasAreRefusedAndTheModelTrainsOn) {
             0)
       << out;
   std::string job = JobIn(out);
-  Client client(target(), seconds(5));
   nlohmann::json r = Result(client, job);
   ASSERT_EQ(r["rounds"].size(), 3u) << r.dump();
   // Tasks go to whoever asks (an agent has a slot per core), so the liar

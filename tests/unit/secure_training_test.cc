@@ -223,6 +223,42 @@ TEST_F(SecureTraining, TooFewSurvivorsAbandonTheRoundAndTheNextStartsFromTheSame
   EXPECT_EQ(json::parse(next[0].second.params())["round"], 2);
 }
 
+TEST_F(SecureTraining, ACancelledTrainingTellsItsDevicesToForgetTheRound) {
+  std::string init = Upload(rounds::ModelBytes(Model(1, 2)));
+  auto job = coordinator_->Submit(SecureSpec(init, 2).dump(), kAlice);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  coordinator_->StepTrainings();
+  for (auto& d : devices_) Connect(&d.sink, 1);
+  auto tasks = Take(Sinks());
+  ASSERT_EQ(tasks.size(), 4u);
+  for (auto& [sink, a] : tasks) Train(Of(sink), a, Model(0.1f, 0.1f));
+  coordinator_->StepTrainings();  // the roster goes out: the protocol is under way
+  for (auto& d : devices_) {
+    ASSERT_FALSE(d.sink.sent.empty());
+    ASSERT_EQ(d.sink.sent.back().secagg(0).step(), 1u);
+    d.sink.sent.clear();
+    EXPECT_EQ(d.secagg->pending(), 1u);
+  }
+  ASSERT_TRUE(coordinator_->Cancel(*job, kAlice).ok());
+  coordinator_->StepTrainings();
+  for (auto& d : devices_) {
+    bool told = false;
+    for (const auto& m : d.sink.sent) {
+      for (const auto& down : m.secagg()) {
+        told |= down.step() == 0 && !down.error().empty();
+        d.secagg->Handle(down);
+      }
+    }
+    EXPECT_TRUE(told) << "every device hears that the round is over";
+    EXPECT_EQ(d.secagg->pending(), 0u) << "and forgets its keys and delta";
+  }
+  // A late reply finds no round.
+  v1::AgentMessage late;
+  late.add_secagg()->set_step(1);
+  coordinator_->OnAgentMessage(&devices_[0].sink, late);
+  EXPECT_EQ(Rounds(*job).size(), 1u) << "no round stored";
+}
+
 TEST_F(SecureTraining, SpecsThatCannotBeSecurelyAggregatedAreRefused) {
   std::string init = Upload(rounds::ModelBytes(Model(1, 2)));
   auto refused = [&](json extra) {
@@ -235,6 +271,35 @@ TEST_F(SecureTraining, SpecsThatCannotBeSecurelyAggregatedAreRefused) {
   EXPECT_NE(refused({{"secure_aggregation", "yes"}}).find("params.secure_aggregation"), std::string::npos);
   EXPECT_NE(refused({{"secure_aggregation", {{"k", 3}}}}).find("unknown field"), std::string::npos);
   EXPECT_TRUE(coordinator_->ListJobs(10, kAlice).empty());
+}
+
+TEST(SecureRoundStart, DevicesAnnouncingTheSameHandleOrKeysAreLeftOut) {
+  std::vector<std::unique_ptr<secagg::Client>> clients;
+  std::vector<rounds::SecureRound::Device> devices;
+  for (uint32_t i = 0; i < 7; ++i) {
+    clients.push_back(std::make_unique<secagg::Client>(i));
+    devices.push_back({i, "agent" + std::to_string(i), "handle" + std::to_string(i), clients[i]->Advertise()});
+  }
+  devices[3].handle = devices[0].handle;  // a copied handle
+  devices[4].keys.s_pk = devices[1].keys.s_pk;  // a copied key
+  auto r = rounds::SecureRound::Start(secagg::DefaultParams(7, 6, secagg::kLevels, 2), devices,
+                                      std::chrono::seconds(10), Time{});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::set<uint32_t> kept;
+  for (const auto& m : r->server().roster().members) kept.insert(m.id);
+  EXPECT_EQ(kept, (std::set<uint32_t>{2, 5, 6})) << "both of each pair are left out";
+  std::set<std::string> told;
+  for (const auto& s : r->TakeSends()) told.insert(s.agent);
+  EXPECT_EQ(told, (std::set<std::string>{"agent2", "agent5", "agent6"}));
+}
+
+TEST(SecureRoundStart, AModelWhoseMaskedVectorsCannotTravelIsRefusedSayingBySizes) {
+  // 12 bits a value for 16 devices: 10M values take 14.3 MiB, 11M 15.7.
+  EXPECT_TRUE(rounds::SecureVectorFits(10'000'000, 16).ok());
+  Status st = rounds::SecureVectorFits(11'000'000, 16);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("11000000 values at 12 bits"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("15 MiB"), std::string::npos) << st.message();
 }
 
 }  // namespace
