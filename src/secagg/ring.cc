@@ -3,6 +3,7 @@
 #include <sodium.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 namespace claw::secagg {
@@ -27,6 +28,10 @@ void AddMask(std::span<uint32_t> acc, const Seed& seed, int bits, bool subtract)
     crypto_stream_chacha20_ietf_xor_ic(bytes, bytes, n * sizeof(uint32_t), kNonce,
                                        static_cast<uint32_t>(at * sizeof(uint32_t) / 64),
                                        seed.data());
+    if constexpr (std::endian::native == std::endian::big) {
+      // The stream is read as little-endian words on every device.
+      for (size_t i = 0; i < n; ++i) block[i] = __builtin_bswap32(block[i]);
+    }
     for (size_t i = 0; i < n; ++i) {
       acc[at + i] = (subtract ? acc[at + i] - block[i] : acc[at + i] + block[i]) & mask;
     }

@@ -26,7 +26,9 @@ constexpr uint32_t kLevels = 127;
 // The fewest bits for the sum of `devices` values in [−levels, levels].
 int RingBits(uint32_t devices, uint32_t levels);
 
-// acc[i] = acc[i] ± mask[i] mod 2^bits, mask = the seed's ChaCha20 stream.
+// acc[i] = acc[i] ± mask[i] mod 2^bits, mask = the seed's ChaCha20-IETF
+// stream (zero nonce) read as little-endian 32-bit words, on every device
+// whatever its byte order.
 void AddMask(std::span<uint32_t> acc, const Seed& seed, int bits, bool subtract);
 
 // Stochastic rounding of x / range · levels to an integer in

@@ -1,6 +1,8 @@
 // Secure aggregation (secagg/): Shamir's scheme over GF(2^8), the ring and
 // its masks, and the protocol run in one process with devices vanishing at
 // every step and sending everything wrong that a device or a relay could.
+#include <sodium.h>
+
 #include <gtest/gtest.h>
 
 #include <map>
@@ -112,6 +114,25 @@ TEST(Ring, AMaskAddedThenSubtractedLeavesTheVector) {
   EXPECT_NE(other, v);
   AddMask(v, a, 13, true);
   EXPECT_EQ(v, w);
+}
+
+TEST(Ring, TheMaskIsTheChaChaStreamAsLittleEndianWordsAcrossItsChunks) {
+  // What any device computes, whatever its byte order: word i of the mask
+  // is bytes 4i..4i+3 of the ChaCha20-IETF stream (zero nonce),
+  // little-endian, over the 16,384-word chunks AddMask works in.
+  Seed seed{};
+  for (size_t i = 0; i < seed.size(); ++i) seed[i] = static_cast<uint8_t>(3 * i + 1);
+  const size_t n = 20000;
+  std::vector<unsigned char> stream(4 * n);
+  const unsigned char nonce[crypto_stream_chacha20_ietf_NONCEBYTES] = {};
+  crypto_stream_chacha20_ietf(stream.data(), stream.size(), nonce, seed.data());
+  std::vector<uint32_t> v(n, 0);
+  AddMask(v, seed, 32, false);
+  for (size_t i : {size_t{0}, size_t{1}, size_t{16383}, size_t{16384}, size_t{19999}}) {
+    const uint32_t want = uint32_t{stream[4 * i]} | uint32_t{stream[4 * i + 1]} << 8 |
+                          uint32_t{stream[4 * i + 2]} << 16 | uint32_t{stream[4 * i + 3]} << 24;
+    EXPECT_EQ(v[i], want) << "word " << i;
+  }
 }
 
 // --- the protocol ---
