@@ -470,7 +470,6 @@ void Agent::Handle(Event& e, Session& s) {
           // A round with secure aggregation: the delta stays here; the
           // output announces keys instead (docs/privacy.md).
           if (!secagg_) secagg_ = std::make_unique<SecAggDevice>(blobs_.get());
-          secagg_->Expire(clock_->Now(), std::chrono::minutes(30));
           auto masked = secagg_->Begin(std::move(o.output), clock_->Now());
           PinSecAggDeltas();  // the delta stays in the cache until its round's sum
           if (masked.ok()) {
@@ -579,7 +578,7 @@ void Agent::Handle(Event& e, Session& s) {
     v1::AgentMessage up;
     for (const auto& down : m.secagg()) {
       if (!secagg_) break;
-      if (auto reply = secagg_->Handle(down)) *up.add_secagg() = std::move(*reply);
+      if (auto reply = secagg_->Handle(down, clock_->Now())) *up.add_secagg() = std::move(*reply);
     }
     PinSecAggDeltas();
     if (up.secagg_size() > 0 && !s.Write(up)) s.ended = true;
@@ -720,6 +719,10 @@ bool Agent::Flush(Session& s) {
       for (uint64_t l : staging_) m.add_running(l);
       for (uint64_t l : uploading_) m.add_running(l);
       last_renewal_ = now;
+      if (secagg_ && secagg_->pending() > 0) {
+        secagg_->Expire(now);  // rounds it heard nothing of for too long
+        PinSecAggDeltas();
+      }
       content = content || m.running_size() > 0;
     }
     if (!content) return true;

@@ -20,6 +20,10 @@
 namespace claw {
 namespace {
 
+// A task's output is in the cache before the agent pins it (when the task's
+// outcome reaches the agent's loop): blobs this new are never trimmed.
+constexpr std::chrono::seconds kSpareNewBlobs{120};
+
 // How long a blob transfer is retried while the coordinator is out of reach
 // (longer than a coordinator takes to restart; a lease lasts longer still).
 constexpr auto kTransferRetryWindow = std::chrono::minutes(5);
@@ -83,7 +87,7 @@ void Agent::TransferLoop() {
       // (not at once: a task running now may have made the same file, and
       // content-addressed, it is the same blob).
       Unpin(o.lease_id);
-      blobs_->Trim(options_.cache_bytes, keep);
+      blobs_->Trim(options_.cache_bytes, keep, kSpareNewBlobs);
       Post(Event{Event::Kind::kUploaded, {}, std::move(o)});
       continue;
     }
@@ -108,7 +112,7 @@ void Agent::TransferLoop() {
         e.failures.emplace_back(task.lease_id(), "fetching input " + st.message());
       }
     }
-    blobs_->Trim(options_.cache_bytes, keep);
+    blobs_->Trim(options_.cache_bytes, keep, kSpareNewBlobs);
     Post(std::move(e));
   }
 }

@@ -2,6 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <chrono>
+
 #include "common/crypto.h"
 #include <cmath>
 
@@ -27,7 +30,9 @@ Result<std::string> SecAggDevice::Begin(std::string output, Time now) {
   p.delta = o["delta"].get<std::string>();
   p.range = o["secagg"].value("range", 0.0);  // 0: from the model's size (SecureRange)
   p.clip = o["secagg"].value("clip", 0.0);
-  p.started = now;
+  p.heard = now;
+  const double wait_s = o["secagg"].value("wait_s", 3600.0);
+  p.wait = std::chrono::seconds(static_cast<int64_t>(std::clamp(wait_s, 60.0, 7.0 * 86400)));
   const secagg::Advertisement a = p.client->Advertise();
   std::string handle = FromHex(RandomHex(16)).value();
   o.erase("delta");
@@ -46,8 +51,8 @@ std::vector<std::string> SecAggDevice::Deltas() const {
   return out;
 }
 
-void SecAggDevice::Expire(Time now, Duration age) {
-  std::erase_if(pending_, [&](const auto& kv) { return kv.second.started + age < now; });
+void SecAggDevice::Expire(Time now) {
+  std::erase_if(pending_, [&](const auto& kv) { return kv.second.heard + kv.second.wait < now; });
 }
 
 Result<std::vector<uint32_t>> SecAggDevice::Vector(const Pending& p, const v1::SecAggDown& down) const {
@@ -75,10 +80,11 @@ Result<std::vector<uint32_t>> SecAggDevice::Vector(const Pending& p, const v1::S
   return x;
 }
 
-std::optional<v1::SecAggUp> SecAggDevice::Handle(const v1::SecAggDown& down) {
+std::optional<v1::SecAggUp> SecAggDevice::Handle(const v1::SecAggDown& down, Time now) {
   auto it = pending_.find(down.handle());
   if (it == pending_.end()) return std::nullopt;
   Pending& p = it->second;
+  p.heard = now;
   v1::SecAggUp up;
   up.set_handle(down.handle());
   up.set_step(down.step());

@@ -30,10 +30,12 @@ class SecAggDevice {
   // fails the task rather than upload the delta).
   Result<std::string> Begin(std::string output, Time now);
   // The answer to a coordinator's message; none for a handle it does not
-  // hold (forgotten, or never its).
-  std::optional<v1::SecAggUp> Handle(const v1::SecAggDown& down);
-  // Forgets rounds older than `age`.
-  void Expire(Time now, Duration age);
+  // hold (forgotten, or never its). A round is forgotten after its step 3,
+  // or a step-0 message (abandoned, or over without this device).
+  std::optional<v1::SecAggUp> Handle(const v1::SecAggDown& down, Time now);
+  // Forgets rounds it has heard nothing of for longer than their task's
+  // "wait_s" (the round's deadline and protocol; 1 hour if not given).
+  void Expire(Time now);
   size_t pending() const { return pending_.size(); }
   // The delta hashes it holds (the agent keeps them in its cache).
   std::vector<std::string> Deltas() const;
@@ -45,7 +47,8 @@ class SecAggDevice {
     double range = 0, clip = 0;
     int bits = 0;  // the round's, from its roster (step 1)
     uint64_t length = 0;
-    Time started;
+    Time heard;     // began, or its last message
+    Duration wait;  // forgotten after this long unheard
   };
   Result<std::vector<uint32_t>> Vector(const Pending& p, const v1::SecAggDown& down) const;
 

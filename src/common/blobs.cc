@@ -116,8 +116,13 @@ void BlobDir::Remove(std::string_view hash) const {
   if (IsBlobHash(hash)) unlink(PathOf(hash).c_str());
 }
 
-uint64_t BlobDir::Trim(uint64_t max_bytes,
-                       const std::function<bool(std::string_view)>& keep) const {
+uint64_t BlobDir::Trim(uint64_t max_bytes, const std::function<bool(std::string_view)>& keep,
+                       std::chrono::seconds spare) const {
+  // File times are the wall clock's.
+  const int64_t spare_after_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(
+          (std::chrono::system_clock::now() - spare).time_since_epoch())
+          .count();
   struct Entry {
     int64_t used_ns;
     uint64_t bytes;
@@ -150,6 +155,7 @@ uint64_t BlobDir::Trim(uint64_t max_bytes,
   uint64_t removed = 0;
   for (const Entry& b : blobs) {
     if (total - removed <= max_bytes) break;
+    if (spare.count() > 0 && b.used_ns >= spare_after_ns) continue;
     if (keep && keep(b.hash)) continue;
     if (unlink(PathOf(b.hash).c_str()) == 0) removed += b.bytes;
   }

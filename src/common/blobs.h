@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -97,11 +98,13 @@ class BlobDir {
   // A cache's upkeep. Touch marks a blob used now (Trim keeps the most
   // recently used); Remove deletes one (absent is fine). Trim removes the
   // least recently used blobs until all of them together take at most
-  // `max_bytes`, never one that `keep` holds on to, and returns the bytes
-  // it removed.
+  // `max_bytes`, never one that `keep` holds on to nor one used within
+  // `spare` of now (a file a task has just written, not yet pinned), and
+  // returns the bytes it removed.
   void Touch(std::string_view hash) const;
   void Remove(std::string_view hash) const;
-  uint64_t Trim(uint64_t max_bytes, const std::function<bool(std::string_view)>& keep) const;
+  uint64_t Trim(uint64_t max_bytes, const std::function<bool(std::string_view)>& keep,
+                std::chrono::seconds spare = std::chrono::seconds(0)) const;
 
  private:
   std::string root_;

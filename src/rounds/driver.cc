@@ -540,6 +540,18 @@ std::optional<Result<RoundRecord>> RoundDriver::SecureAggregate(
   std::string why;
   if (!started) {
     std::vector<SecureRound::Device> devices;
+    // Every device that announced keys: those the round leaves out (or a
+    // round that cannot start) are told to forget them.
+    std::vector<SecAggSend> left_out;
+    auto tell_left_out = [&](const std::string& reason, const SecureRound* round) {
+      std::vector<SecAggSend> out;
+      for (SecAggSend& s : left_out) {
+        if (round && round->Has(s.handle)) continue;
+        s.error = reason;
+        out.push_back(std::move(s));
+      }
+      host_->SendSecAgg(std::move(out));
+    };
     for (const auto& [task, r] : reports) {
       const json keys = r.value("secagg", json());
       if (!keys.is_object()) continue;
@@ -547,6 +559,7 @@ std::optional<Result<RoundRecord>> RoundDriver::SecureAggregate(
            s = FromHex(keys.value("s_pk", "")), commit = FromHex(keys.value("commit", ""));
       if (!handle.ok() || !c.ok() || !s.ok() || !commit.ok()) continue;  // checked when it came
       const std::string agent = r.value("agent", "");
+      left_out.push_back(SecAggSend{agent, *handle, 0, nullptr, {}, {}, ""});
       // With each device a privacy unit, one vector per device: a second
       // task of the same agent would double its reach.
       if (t.PerDevicePrivacy() &&
@@ -558,6 +571,7 @@ std::optional<Result<RoundRecord>> RoundDriver::SecureAggregate(
     }
     const uint64_t length = ParameterCount(*model);
     if (Status fits = SecureVectorFits(length, static_cast<uint32_t>(devices.size())); !fits.ok()) {
+      tell_left_out(fits.message(), nullptr);
       return Result<RoundRecord>(fits);
     }
     secagg::Params params = secagg::DefaultParams(static_cast<uint32_t>(devices.size()), length,
@@ -566,7 +580,11 @@ std::optional<Result<RoundRecord>> RoundDriver::SecureAggregate(
                                     host_->Now());
     if (!round.ok()) {
       why = round.status().message();
+      tell_left_out(why, nullptr);
     } else {
+      tell_left_out("left out of the round (another device announced the same handle or keys, or "
+                    "this device had a vector in it already)",
+                    &*round);
       {
         // Registered before its first messages go, so that no reply finds
         // no round.

@@ -377,7 +377,12 @@ Result<std::vector<TaskSpec>> RoundApp::Plan(const JobSpec& spec) const {
   uint32_t tasks = kind == "train" ? t.TasksPerRound() : t.workers;
   common["tasks"] = tasks;
   if (kind == "train" && t.secagg.on) {
-    common["secagg"] = {{"range", t.secagg.range}, {"clip", t.privacy.on ? t.privacy.clip : 0.0}};
+    // wait_s: how long the device keeps its delta and keys without hearing
+    // of the round (the round's deadline, its protocol's three steps, a
+    // minute more); then it forgets them.
+    common["secagg"] = {{"range", t.secagg.range},
+                        {"clip", t.privacy.on ? t.privacy.clip : 0.0},
+                        {"wait_s", t.deadline_s + 3 * t.secagg.step_s + 60}};
   }
   double per_sample = script || t.arch.value("model", "cnn") == "cnn" ? 3e7 : 2e6;
   double cost = kind == "train" ? per_sample * t.inner.steps * t.inner.batch : 1e10;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 namespace claw::rounds {
 
@@ -21,11 +22,13 @@ double SecureSensitivity(double clip, double range, uint64_t length) {
 
 Status SecureVectorFits(uint64_t length, uint32_t devices) {
   const int bits = secagg::RingBits(std::max<uint32_t>(devices, 1), secagg::kLevels);
-  const uint64_t bytes = (length * static_cast<uint64_t>(bits) + 7) / 8;
+  const uint64_t bytes = secagg::PackedSize(length, bits);
   if (bytes <= kMaxMaskedBytes) return Status::Ok();
+  char mib[32];
+  std::snprintf(mib, sizeof mib, "%.1f", static_cast<double>(bytes) / (1 << 20));
   return InvalidArgument("secure aggregation: a masked vector of this model (" + std::to_string(length) +
                          " values at " + std::to_string(bits) + " bits for " + std::to_string(devices) +
-                         " devices) takes " + std::to_string(bytes >> 20) + " MiB, over the " +
+                         " devices) takes " + mib + " MiB, over the " +
                          std::to_string(kMaxMaskedBytes >> 20) +
                          " MiB a session message carries; train a smaller model (or LoRA "
                          "adapters) or turn secure aggregation off");
@@ -158,6 +161,12 @@ void SecureRound::Finish(Time now) {
   sum_ = std::move(sum).value();
   done_ = true;
   finished_ = now;
+  // Those who unmasked forgot the round then; the rest (vanished, or
+  // refused a step) are told it is over.
+  for (const auto& [id, d] : devices_) {
+    if (server_.unmasked().count(id)) continue;
+    outbox_.push_back(SecAggSend{d.agent, d.handle, 0, roster_, {}, {}, "the round was summed without you"});
+  }
 }
 
 json SecureRound::Info() const {

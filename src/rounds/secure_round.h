@@ -81,7 +81,8 @@ class SecureRound {
   // Moves on when every device of the step has replied or its deadline
   // passed. After the last step, closed(): no reply is taken any more, and
   // Finish() unmasks the sum (the costly part, which the caller may run
-  // without holding what serialises replies). Then done() or abandoned().
+  // without holding what serialises replies). Then done() or abandoned();
+  // either way every device still holding the round is told it is over.
   void Advance(Time now);
   bool closed() const { return step_ > 3 && !done_ && abandoned_.empty(); }
   void Finish(Time now);
@@ -89,6 +90,8 @@ class SecureRound {
   // every device is told to forget it.
   void Cancel(std::string why) { Abandon(std::move(why)); }
   bool done() const { return done_; }
+  // Whether the device that announced `handle` is in the roster.
+  bool Has(const std::string& handle) const { return by_handle_.count(handle) > 0; }
   const std::string& abandoned() const { return abandoned_; }
   // The sum of the vectors of the devices that sent one (ring elements).
   const std::vector<uint32_t>& sum() const { return sum_; }

@@ -136,5 +136,18 @@ TEST_F(BlobDirTest, TrimRemovesTheLeastRecentlyUsedButNeverWhatIsKept) {
   dir_.Remove(hashes[0]);  // absent: fine
 }
 
+// A file a task has just written is not trimmed before the agent can pin
+// it, however small the cache.
+TEST_F(BlobDirTest, TrimSparesBlobsNewerThanItsSpare) {
+  auto old = dir_.Put(std::string(1000, 'o')), fresh = dir_.Put(std::string(1000, 'f'));
+  ASSERT_TRUE(old.ok() && fresh.ok());
+  timespec t[2] = {{1000, 0}, {1000, 0}};
+  utimensat(AT_FDCWD, dir_.PathOf(*old).c_str(), t, 0);
+  EXPECT_EQ(dir_.Trim(0, nullptr, std::chrono::seconds(60)), 1000u);
+  EXPECT_FALSE(dir_.Has(*old));
+  EXPECT_TRUE(dir_.Has(*fresh)) << "written just now";
+  EXPECT_EQ(dir_.Trim(0, nullptr), 1000u) << "without a spare it goes";
+}
+
 }  // namespace
 }  // namespace claw

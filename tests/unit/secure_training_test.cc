@@ -61,7 +61,7 @@ class SecureTraining : public RoundTraining {
         for (const auto& m : got) {
           for (const auto& down : m.secagg()) {
             if (static_cast<int>(down.step()) >= d.vanish_at && down.step() != 0) continue;
-            auto reply = d.secagg->Handle(down);
+            auto reply = d.secagg->Handle(down, clock_.Now());
             if (!reply) continue;
             if (!reply->masked().empty()) d.sent_masked.push_back(reply->masked());
             *up.add_secagg() = *reply;
@@ -195,6 +195,9 @@ TEST_F(SecureTraining, DevicesVanishingAtEachStepLeaveTheExactSumOfTheRest) {
     for (const auto& r : info["reporters"]) in_sum |= r["agent"] == keys_[&devices_[0].sink].first;
     EXPECT_EQ(in_sum, step == 3);
     EXPECT_EQ(sa["unmasked"].get<int>(), 3);
+    // The vanished device, back, was told the round is over: it keeps no
+    // keys or delta of it.
+    EXPECT_EQ(devices_[0].secagg->pending(), 0u);
   }
 }
 
@@ -235,6 +238,7 @@ TEST_F(SecureTraining, ACancelledTrainingTellsItsDevicesToForgetTheRound) {
   coordinator_->StepTrainings();  // the roster goes out: the protocol is under way
   for (auto& d : devices_) {
     ASSERT_FALSE(d.sink.sent.empty());
+    ASSERT_EQ(d.sink.sent.back().secagg_size(), 1);
     ASSERT_EQ(d.sink.sent.back().secagg(0).step(), 1u);
     d.sink.sent.clear();
     EXPECT_EQ(d.secagg->pending(), 1u);
@@ -246,7 +250,7 @@ TEST_F(SecureTraining, ACancelledTrainingTellsItsDevicesToForgetTheRound) {
     for (const auto& m : d.sink.sent) {
       for (const auto& down : m.secagg()) {
         told |= down.step() == 0 && !down.error().empty();
-        d.secagg->Handle(down);
+        d.secagg->Handle(down, clock_.Now());
       }
     }
     EXPECT_TRUE(told) << "every device hears that the round is over";
@@ -257,6 +261,50 @@ TEST_F(SecureTraining, ACancelledTrainingTellsItsDevicesToForgetTheRound) {
   late.add_secagg()->set_step(1);
   coordinator_->OnAgentMessage(&devices_[0].sink, late);
   EXPECT_EQ(Rounds(*job).size(), 1u) << "no round stored";
+}
+
+TEST_F(SecureTraining, AModelTooLargeToMaskFailsBeforeAnyRoundTrains) {
+  // 14M values: 16.7 MiB a masked vector at 10 bits (4 tasks a round),
+  // over the limit.
+  Weights big = {{"w", {14'000'000}, std::vector<float>(14'000'000, 0.0f)}};
+  std::string init = Upload(rounds::ModelBytes(big));
+  auto job = coordinator_->Submit(SecureSpec(init, 2).dump(), kAlice);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  coordinator_->StepTrainings();
+  auto end = coordinator_->GetResults(*job, kAlice);
+  ASSERT_TRUE(end.ok());
+  EXPECT_EQ(end->first.state(), "failed");
+  EXPECT_NE(end->first.error().find("14000000 values at 10 bits for 4 devices) takes 16.7 MiB"),
+            std::string::npos)
+      << end->first.error();
+  EXPECT_TRUE(Rounds(*job).empty()) << "no round stored, none trained";
+}
+
+TEST_F(SecureTraining, ADeviceForgetsARoundItHearsNothingOfForItsWait) {
+  SecAggDevice& d = *devices_[0].secagg;
+  auto h = blobs_->Put(tensors::WriteSafetensors(rounds::Encode(Model(1, 1), rounds::Codec::kF32)));
+  ASSERT_TRUE(h.ok());
+  json out = {{"kind", "train"}, {"task", 0}, {"delta", *h}, {"files", json::array()},
+              {"secagg", {{"range", 1.0}, {"clip", 0.0}, {"wait_s", 100}}}};
+  const Time start = clock_.Now();
+  ASSERT_TRUE(d.Begin(out.dump(), start).ok());
+  out["task"] = 1;
+  out["secagg"]["wait_s"] = 1000;
+  std::string announced = d.Begin(out.dump(), start).value();
+  EXPECT_EQ(d.Deltas().size(), 2u);
+  d.Expire(start + std::chrono::seconds(90));
+  EXPECT_EQ(d.pending(), 2u);
+  // Hearing of a round starts its wait again.
+  v1::SecAggDown down;
+  down.set_handle(FromHex(json::parse(announced)["secagg"]["handle"].get<std::string>()).value());
+  down.set_step(1);  // an empty roster: refused, but heard
+  EXPECT_TRUE(d.Handle(down, start + std::chrono::seconds(950)).has_value());
+  d.Expire(start + std::chrono::seconds(101));
+  EXPECT_EQ(d.pending(), 1u) << "the first round's 100 s passed";
+  d.Expire(start + std::chrono::seconds(1900));
+  EXPECT_EQ(d.pending(), 1u) << "heard at 950 s";
+  d.Expire(start + std::chrono::seconds(1951));
+  EXPECT_EQ(d.pending(), 0u);
 }
 
 TEST_F(SecureTraining, SpecsThatCannotBeSecurelyAggregatedAreRefused) {
@@ -299,7 +347,7 @@ TEST(SecureRoundStart, AModelWhoseMaskedVectorsCannotTravelIsRefusedSayingBySize
   Status st = rounds::SecureVectorFits(11'000'000, 16);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("11000000 values at 12 bits"), std::string::npos) << st.message();
-  EXPECT_NE(st.message().find("15 MiB"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("takes 15.7 MiB, over the 15 MiB"), std::string::npos) << st.message();
 }
 
 }  // namespace
