@@ -1,11 +1,13 @@
 #include "agent/agent.h"
 
 #include "agent/secagg_device.h"
+#include "rounds/round_app.h"
 
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -152,6 +154,10 @@ v1::DeviceReport Agent::Device() const {
   d.set_slots(static_cast<uint32_t>(slots_));
   for (const std::string& a : runnable_apps_) d.add_apps(a);
   for (const auto& [name, dir] : options_.datasets) d.add_apps("dataset:" + name);
+  // A capability, not an app: this agent masks its round deltas.
+  if (std::find(runnable_apps_.begin(), runnable_apps_.end(), "fedround") != runnable_apps_.end()) {
+    d.add_apps(std::string(rounds::kSecAggCapability));
+  }
   if (pool_) d.set_sandbox(pool_->GroupDescription().substr(0, 1024));  // the coordinator's bound
   return d;
 }

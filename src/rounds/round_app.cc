@@ -705,6 +705,9 @@ std::vector<std::string> RoundApp::Needs(const JobSpec& spec) const {
   if (t.is_object() && t.contains("local_dataset") && t["local_dataset"].is_string()) {
     needs.push_back("dataset:" + t["local_dataset"].get<std::string>());
   }
+  // Only agents that mask their deltas: one without secure aggregation
+  // would upload its delta in the clear.
+  if (t.is_object() && t.contains("secure_aggregation")) needs.push_back(std::string(kSecAggCapability));
   return needs;
 }
 

@@ -23,9 +23,15 @@
 // size.
 #pragma once
 
+#include <string_view>
+
 #include "core/app.h"
 
 namespace claw::rounds {
+
+// What an agent lists among its apps when it can take part in secure
+// aggregation (agent/secagg_device.h); rounds with it need it.
+inline constexpr std::string_view kSecAggCapability = "secagg";
 
 class RoundApp final : public App {
  public:

@@ -72,7 +72,8 @@ class RoundTraining : public ::testing::Test {
     EXPECT_TRUE(coordinator_->BlobUploaded(*h, kAlice).ok());
     return *h;
   }
-  AgentId Connect(Sink* sink, uint32_t want = 4) {
+  // `apps`: what the agent says it runs (empty: anything).
+  AgentId Connect(Sink* sink, uint32_t want = 4, std::vector<std::string> apps = {}) {
     auto tokens = coordinator_->CreateEnrollTokens(1, std::chrono::hours(1));
     KeyPair key = GenerateSigningKey();
     v1::EnrollRequest req;
@@ -80,10 +81,12 @@ class RoundTraining : public ::testing::Test {
     req.set_public_key(key.public_key);
     auto enrolled = coordinator_->Enroll(req);
     EXPECT_TRUE(enrolled.ok()) << enrolled.status().ToString();
-    return Reconnect(sink, enrolled->agent_id(), key, want);
+    return Reconnect(sink, enrolled->agent_id(), key, want, std::move(apps));
   }
-  AgentId Reconnect(Sink* sink, const AgentId& id, const KeyPair& key, uint32_t want = 4) {
+  AgentId Reconnect(Sink* sink, const AgentId& id, const KeyPair& key, uint32_t want = 4,
+                    std::vector<std::string> apps = {}) {
     v1::Hello hello;
+    for (const std::string& a : apps) hello.mutable_device()->add_apps(a);
     hello.set_agent_id(id);
     hello.set_unix_ms(clock_.Now().unix_ms());
     hello.set_signature(Sign("claw-session-v1|" + id + "|" + std::to_string(hello.unix_ms()),

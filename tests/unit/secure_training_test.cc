@@ -5,6 +5,7 @@
 #include <array>
 
 #include "agent/secagg_device.h"
+#include "rounds/round_app.h"
 #include "secagg/ring.h"
 #include "tests/unit/round_training.h"
 
@@ -305,6 +306,19 @@ TEST_F(SecureTraining, ADeviceForgetsARoundItHearsNothingOfForItsWait) {
   EXPECT_EQ(d.pending(), 1u) << "heard at 950 s";
   d.Expire(start + std::chrono::seconds(1951));
   EXPECT_EQ(d.pending(), 0u);
+}
+
+TEST_F(SecureTraining, OnlyAgentsThatMaskTheirDeltasGetASecureRoundsTasks) {
+  std::string init = Upload(rounds::ModelBytes(Model(1, 2)));
+  auto job = coordinator_->Submit(SecureSpec(init, 1).dump(), kAlice);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  coordinator_->StepTrainings();
+  // An older agent (it runs fedround, and would upload its delta in the
+  // clear) gets none; one that lists the capability does.
+  Connect(&devices_[0].sink, 4, {"fedround", "noop"});
+  EXPECT_TRUE(Take({&devices_[0].sink}).empty());
+  Connect(&devices_[1].sink, 4, {"fedround", "noop", std::string(rounds::kSecAggCapability)});
+  EXPECT_FALSE(Take({&devices_[1].sink}).empty());
 }
 
 TEST_F(SecureTraining, SpecsThatCannotBeSecurelyAggregatedAreRefused) {
