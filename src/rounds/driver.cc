@@ -542,13 +542,11 @@ std::optional<Result<RoundRecord>> RoundDriver::SecureAggregate(
     std::vector<SecureRound::Device> devices;
     // Every device that announced keys: those the round leaves out (or a
     // round that cannot start) are told to forget them.
-    std::vector<SecAggSend> left_out;
+    std::vector<std::pair<AgentId, std::string>> announced;  // (agent, handle)
     auto tell_left_out = [&](const std::string& reason, const SecureRound* round) {
       std::vector<SecAggSend> out;
-      for (SecAggSend& s : left_out) {
-        if (round && round->Has(s.handle)) continue;
-        s.error = reason;
-        out.push_back(std::move(s));
+      for (const auto& [agent, handle] : announced) {
+        if (!round || !round->Has(handle)) out.push_back(ForgetRound(agent, handle, reason));
       }
       host_->SendSecAgg(std::move(out));
     };
@@ -559,7 +557,7 @@ std::optional<Result<RoundRecord>> RoundDriver::SecureAggregate(
            s = FromHex(keys.value("s_pk", "")), commit = FromHex(keys.value("commit", ""));
       if (!handle.ok() || !c.ok() || !s.ok() || !commit.ok()) continue;  // checked when it came
       const std::string agent = r.value("agent", "");
-      left_out.push_back(SecAggSend{agent, *handle, 0, nullptr, {}, {}, ""});
+      announced.emplace_back(agent, *handle);
       // With each device a privacy unit, one vector per device: a second
       // task of the same agent would double its reach.
       if (t.PerDevicePrivacy() &&

@@ -86,8 +86,7 @@ void SecureRound::Send(const Device& d, int step, std::vector<secagg::SealedShar
 void SecureRound::Abandon(std::string why) {
   abandoned_ = std::move(why);
   for (const auto& [id, d] : devices_) {
-    SecAggSend s{d.agent, d.handle, 0, roster_, {}, {}, abandoned_};
-    outbox_.push_back(std::move(s));
+    outbox_.push_back(ForgetRound(d.agent, d.handle, abandoned_));
   }
 }
 
@@ -165,7 +164,7 @@ void SecureRound::Finish(Time now) {
   // refused a step) are told it is over.
   for (const auto& [id, d] : devices_) {
     if (server_.unmasked().count(id)) continue;
-    outbox_.push_back(SecAggSend{d.agent, d.handle, 0, roster_, {}, {}, "the round was summed without you"});
+    outbox_.push_back(ForgetRound(d.agent, d.handle, "the round was summed without you"));
   }
 }
 

@@ -48,6 +48,12 @@ struct SecAggSend {
   std::string error;
 };
 
+// Step 0: the round is over for the device (abandoned, summed without it,
+// or it was left out); it forgets its keys and delta.
+inline SecAggSend ForgetRound(AgentId agent, std::string handle, std::string why) {
+  return SecAggSend{std::move(agent), std::move(handle), 0, nullptr, {}, {}, std::move(why)};
+}
+
 // Device -> coordinator.
 struct SecAggReply {
   std::string handle;
